@@ -1,0 +1,486 @@
+package intents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sockintents/intents/internal/sockopt"
+)
+
+// Dialer connects like net.Dialer, on the path that the intents in the
+// context and the Manager's policy choose. The zero Dialer is exactly a zero
+// net.Dialer: without a Manager and without path preferences in the
+// context, it leaves everything to the operating system.
+//
+// For each dial: intents from ctx → permitted paths (preferences applied) →
+// policy → name resolution on the chosen path (its own DNS servers, queried
+// through it) → connect bound to that path (interface and source address),
+// with Happy Eyeballs across the path's addresses. If a path fails, the next
+// choice of the policy is tried; a prohibited path never is.
+type Dialer struct {
+	// Manager supplies paths and policy. nil: DefaultManager, used only
+	// when the intents constrain paths.
+	Manager *Manager
+
+	// Timeout, Deadline, KeepAlive, KeepAliveConfig, FallbackDelay, Control
+	// and ControlContext mean what they mean in net.Dialer. Control and
+	// ControlContext run after this package has bound the socket.
+	Timeout         time.Duration
+	Deadline        time.Time
+	KeepAlive       time.Duration
+	KeepAliveConfig net.KeepAliveConfig
+	FallbackDelay   time.Duration
+	Control         func(network, address string, c syscall.RawConn) error
+	ControlContext  func(ctx context.Context, network, address string, c syscall.RawConn) error
+}
+
+// Binding says how a connection was steered onto its path.
+type Binding uint8
+
+// Bindings.
+const (
+	BindNone      Binding = iota // operating system routing
+	BindSource                   // source address only (no privilege or no OS support)
+	BindInterface                // interface (SO_BINDTODEVICE, IP_BOUND_IF, IP_UNICAST_IF) and source address
+)
+
+func (b Binding) String() string {
+	return [...]string{"none", "source", "interface"}[b]
+}
+
+// Conn is a connection made by Dialer on a chosen path. It passes
+// ReadFrom, WriteTo, CloseRead, CloseWrite and SyscallConn to the underlying
+// connection, so copying through it keeps the kernel's fast paths.
+type Conn struct {
+	net.Conn
+	path    *Path
+	binding Binding
+}
+
+// Path returns the path the connection uses.
+func (c *Conn) Path() *Path { return c.path }
+
+// Binding returns how the connection was bound to its path.
+func (c *Conn) Binding() Binding { return c.binding }
+
+// NetConn returns the underlying *net.TCPConn or *net.UDPConn.
+func (c *Conn) NetConn() net.Conn { return c.Conn }
+
+// ReadFrom lets io.Copy use the underlying connection's splice/sendfile.
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
+}
+
+// WriteTo lets io.Copy use the underlying connection's splice.
+func (c *Conn) WriteTo(w io.Writer) (int64, error) {
+	if wt, ok := c.Conn.(io.WriterTo); ok {
+		return wt.WriteTo(w)
+	}
+	return io.Copy(w, struct{ io.Reader }{c.Conn})
+}
+
+// CloseWrite shuts down the writing side, where the connection has one.
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+// CloseRead shuts down the reading side, where the connection has one.
+func (c *Conn) CloseRead() error {
+	if cr, ok := c.Conn.(interface{ CloseRead() error }); ok {
+		return cr.CloseRead()
+	}
+	return errors.ErrUnsupported
+}
+
+// SyscallConn returns the underlying raw connection.
+func (c *Conn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
+}
+
+// PathOf returns the path c was dialed on, and how it was bound, looking
+// through wrappers that have a NetConn method (such as *tls.Conn). For a
+// connection the operating system routed it returns nil and BindNone.
+func PathOf(c net.Conn) (*Path, Binding) {
+	for range 8 { // wrappers are shallow; a cycle must not hang
+		switch v := c.(type) {
+		case *Conn:
+			return v.path, v.binding
+		case interface{ NetConn() net.Conn }:
+			c = v.NetConn()
+		default:
+			return nil, BindNone
+		}
+	}
+	return nil, BindNone
+}
+
+// Dial connects to address on the named network; see DialContext.
+func (d *Dialer) Dial(network, address string) (net.Conn, error) {
+	return d.DialContext(context.Background(), network, address)
+}
+
+// DialContext connects to address on the named network, on the path chosen
+// for the intents in ctx. Connections on a chosen path are *Conn; those the
+// operating system routed are what net.Dialer returns. Errors are
+// *net.OpError; when no path is permitted, its Err is a *NoPathError.
+func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	in, _ := FromContext(ctx)
+	switch network {
+	case "tcp", "tcp4", "tcp6", "udp", "udp4", "udp6":
+	default: // unix sockets and raw IP are not path-selected
+		return d.netDialer(in.Multipath).DialContext(ctx, network, address)
+	}
+	m := d.Manager
+	if m == nil {
+		if !in.constrainsPaths() {
+			return d.netDialer(in.Multipath).DialContext(ctx, network, address)
+		}
+		var err error
+		if m, err = DefaultManager(); err != nil {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+		}
+	}
+	host, port, err := splitHostPort(ctx, network, address)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
+	ctx, cancel := d.withDeadline(ctx)
+	defer cancel()
+
+	pl, err := m.plan(ctx, network, host, port, false)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
+	var firstErr error
+	for _, c := range pl.choices {
+		var conn net.Conn
+		var err error
+		if c.Path == nil {
+			conn, err = d.netDialer(pl.multipath(c)).DialContext(ctx, network, address)
+		} else {
+			conn, err = d.dialPath(ctx, m, network, host, port, c.Path, pl.multipath(c))
+		}
+		if err == nil {
+			return conn, nil
+		}
+		firstErr = cmpErr(firstErr, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	var oe *net.OpError
+	if !errors.As(firstErr, &oe) {
+		firstErr = &net.OpError{Op: "dial", Net: network, Err: firstErr}
+	}
+	return nil, firstErr
+}
+
+func splitHostPort(ctx context.Context, network, address string) (string, uint16, error) {
+	host, portStr, err := net.SplitHostPort(address)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := net.DefaultResolver.LookupPort(ctx, network, portStr)
+	if err != nil {
+		return "", 0, err
+	}
+	return host, uint16(port), nil
+}
+
+// withDeadline applies Timeout and Deadline as net.Dialer does.
+func (d *Dialer) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline := d.Deadline
+	if d.Timeout != 0 {
+		if t := time.Now().Add(d.Timeout); deadline.IsZero() || t.Before(deadline) {
+			deadline = t
+		}
+	}
+	if deadline.IsZero() {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, deadline)
+}
+
+// netDialer is the net.Dialer equivalent of d, without binding.
+func (d *Dialer) netDialer(mp Multipath) *net.Dialer {
+	nd := &net.Dialer{
+		Timeout: d.Timeout, Deadline: d.Deadline,
+		KeepAlive: d.KeepAlive, KeepAliveConfig: d.KeepAliveConfig,
+		FallbackDelay: d.FallbackDelay,
+		Control:       d.Control, ControlContext: d.ControlContext,
+	}
+	if mp == MultipathHandover || mp == MultipathAggregate {
+		nd.SetMultipathTCP(true)
+	}
+	return nd
+}
+
+// dialPath resolves host on path p and connects through p with Happy
+// Eyeballs (RFC 8305) over the path's addresses.
+func (d *Dialer) dialPath(ctx context.Context, m *Manager, network, host string, port uint16, p *Path, mp Multipath) (net.Conn, error) {
+	addrs, err := m.Resolver().lookupChoice(ctx, network, host, p)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
+	// Only addresses the path can reach: of a family it has an address of.
+	addrs = slices.DeleteFunc(addrs, func(a netip.Addr) bool {
+		_, ok := p.Addr(a)
+		return !ok || (networkFamily(network) == 4 && !a.Is4()) || (networkFamily(network) == 6 && a.Is4())
+	})
+	if len(addrs) == 0 {
+		return nil, &net.OpError{Op: "dial", Net: network,
+			Err: fmt.Errorf("intents: %s has no address on path %s's families (%s)", host, p.Name, familiesOf(p))}
+	}
+	var primaries, fallbacks []netip.Addr
+	for _, a := range addrs {
+		if a.Is4() == addrs[0].Is4() {
+			primaries = append(primaries, a)
+		} else {
+			fallbacks = append(fallbacks, a)
+		}
+	}
+	if d.FallbackDelay < 0 { // disabled, as in net.Dialer: one family after the other
+		primaries, fallbacks = append(primaries, fallbacks...), nil
+	}
+	return d.dialParallel(ctx, network, port, p, mp, primaries, fallbacks)
+}
+
+func familiesOf(p *Path) string {
+	var f []string
+	if hasFamily(p, 4) {
+		f = append(f, "IPv4")
+	}
+	if hasFamily(p, 6) {
+		f = append(f, "IPv6")
+	}
+	return strings.Join(f, ", ")
+}
+
+type dialResult struct {
+	conn    net.Conn
+	err     error
+	primary bool
+}
+
+// dialParallel races the primary family against the fallback family, which
+// starts FallbackDelay (default 300ms) later or as soon as the primaries
+// have all failed.
+func (d *Dialer) dialParallel(ctx context.Context, network string, port uint16, p *Path, mp Multipath, primaries, fallbacks []netip.Addr) (net.Conn, error) {
+	if len(fallbacks) == 0 {
+		return d.dialSerial(ctx, network, port, p, mp, primaries)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan dialResult) // unbuffered: each racer waits for the reader, or for cancel
+	race := func(addrs []netip.Addr, primary bool) {
+		c, err := d.dialSerial(ctx, network, port, p, mp, addrs)
+		select {
+		case results <- dialResult{c, err, primary}:
+		case <-ctx.Done():
+			if c != nil {
+				c.Close()
+			}
+		}
+	}
+	go race(primaries, true)
+	delay := d.FallbackDelay
+	if delay == 0 {
+		delay = 300 * time.Millisecond
+	}
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	started, pending := false, 1
+	var primaryErr, fallbackErr error
+	for {
+		select {
+		case <-timer.C:
+			if !started {
+				started, pending = true, pending+1
+				go race(fallbacks, false)
+			}
+		case res := <-results:
+			pending--
+			if res.err == nil {
+				return res.conn, nil
+			}
+			if res.primary {
+				primaryErr = res.err
+			} else {
+				fallbackErr = res.err
+			}
+			if !started {
+				started, pending = true, pending+1
+				go race(fallbacks, false)
+			} else if pending == 0 {
+				if primaryErr != nil {
+					return nil, primaryErr
+				}
+				return nil, fallbackErr
+			}
+		}
+	}
+}
+
+// dialSerial tries addrs in order, giving each a fair share of the time left.
+func (d *Dialer) dialSerial(ctx context.Context, network string, port uint16, p *Path, mp Multipath, addrs []netip.Addr) (net.Conn, error) {
+	var firstErr error
+	for i, a := range addrs {
+		actx, cancel := partialDeadline(ctx, len(addrs)-i)
+		c, err := d.dialOne(actx, network, netip.AddrPortFrom(a, port), p, mp)
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		firstErr = cmpErr(firstErr, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, firstErr
+}
+
+// partialDeadline shares the time left among the addresses left, at least
+// 2s each, as net does.
+func partialDeadline(ctx context.Context, left int) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok || left <= 1 {
+		return ctx, func() {}
+	}
+	share := time.Until(deadline) / time.Duration(left)
+	if share < 2*time.Second {
+		share = 2 * time.Second
+	}
+	if t := time.Now().Add(share); t.Before(deadline) {
+		return context.WithDeadline(ctx, t)
+	}
+	return ctx, func() {}
+}
+
+// dialOne connects to one address through p: bound to p's interface where
+// the OS allows it, always from p's address of that family.
+func (d *Dialer) dialOne(ctx context.Context, network string, remote netip.AddrPort, p *Path, mp Multipath) (net.Conn, error) {
+	local, _ := p.Addr(remote.Addr())
+	binding := BindInterface
+	nd := d.netDialer(mp)
+	nd.Timeout, nd.Deadline = 0, time.Time{} // already in ctx
+	nd.LocalAddr = localAddr(network, local)
+	nd.Control = nil
+	nd.ControlContext = func(ctx context.Context, nw, address string, c syscall.RawConn) error {
+		err := sockopt.BindToInterface(c, p.Index, p.Name, strings.HasSuffix(nw, "6"))
+		if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, syscall.EPERM) {
+			binding = BindSource
+		} else if err != nil {
+			return err
+		}
+		if d.ControlContext != nil {
+			return d.ControlContext(ctx, nw, address, c)
+		}
+		if d.Control != nil {
+			return d.Control(nw, address, c)
+		}
+		return nil
+	}
+	c, err := nd.DialContext(ctx, network, remote.String())
+	if err != nil {
+		return nil, err
+	}
+	return &Conn{Conn: c, path: p, binding: binding}, nil
+}
+
+// plan is the ordered list of ways to try for one destination.
+type plan struct {
+	choices []Choice // Path nil: operating system routing
+	reason  string
+	intent  Multipath
+}
+
+func (pl *plan) multipath(c Choice) Multipath {
+	if c.MPTCP && pl.intent == MultipathUnspecified {
+		return MultipathAggregate
+	}
+	return pl.intent
+}
+
+// plan applies the intents in ctx to the path table and asks the policy.
+// Loopback destinations are left to the OS (no access network is involved)
+// unless loopback is prohibited.
+func (m *Manager) plan(ctx context.Context, network, host string, port uint16, tls bool) (plan, error) {
+	in, _ := FromContext(ctx)
+	pl := plan{intent: in.Multipath}
+	if pl.intent == MultipathOff {
+		pl.intent = MultipathUnspecified // plain TCP, and the policy may not override it
+	}
+	dest := net.JoinHostPort(host, fmt.Sprint(port))
+	if isLoopbackHost(host) {
+		if l, ok := in.Types[TypeLoopback]; ok && l == LevelProhibit {
+			return pl, &NoPathError{Dest: dest, Excluded: []Exclusion{{Path: "loopback", Reason: "prohibited (prohibit=loopback)"}}}
+		}
+		pl.choices = []Choice{{}}
+		pl.reason = "loopback destination"
+		return pl, nil
+	}
+	permitted, excl := permit(nil, &in, m.Paths(), networkFamily(network), false)
+	if len(permitted) == 0 {
+		return pl, &NoPathError{Dest: dest, Excluded: excl}
+	}
+	var d Decision
+	if m.policy == nil {
+		d.Choices, d.Reason = []Choice{{}}, "no policy: system routing"
+	} else {
+		req := Request{Intents: in, Dest: Destination{Network: network, Host: host, Port: port, TLS: tls}, Paths: permitted}
+		m.policy.Decide(&req, &d)
+	}
+	pl.reason = d.Reason
+	for _, c := range d.Choices {
+		switch {
+		case c.Wait || c.Reuse != nil:
+			continue // a dial has nothing to reuse or wait for
+		case c.Path == nil && in.constrainsPaths():
+			// The OS might route onto an excluded path: bind instead, in
+			// preference order.
+			for _, p := range permitted {
+				pl.choices = appendPath(pl.choices, Choice{Path: p, MPTCP: c.MPTCP})
+			}
+		case c.Path == nil:
+			pl.choices = append(pl.choices, c)
+		case slices.Contains(permitted, c.Path):
+			pl.choices = appendPath(pl.choices, c)
+		}
+	}
+	if in.Multipath == MultipathOff {
+		for i := range pl.choices {
+			pl.choices[i].MPTCP = false
+		}
+	}
+	if len(pl.choices) == 0 {
+		return pl, &NoPathError{Dest: dest, Excluded: append(excl, Exclusion{Path: "*", Reason: "policy chose no permitted path: " + d.Reason})}
+	}
+	return pl, nil
+}
+
+// appendPath appends c unless its path is already chosen.
+func appendPath(cs []Choice, c Choice) []Choice {
+	for _, x := range cs {
+		if x.Path == c.Path {
+			return cs
+		}
+	}
+	return append(cs, c)
+}

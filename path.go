@@ -1,0 +1,366 @@
+package intents
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// A Path is one local access network: an interface with its addresses, its
+// DNS servers, its labels and what is known about its performance. Paths
+// handed out by a Manager are snapshots and must not be modified.
+type Path struct {
+	Name  string        // interface name, e.g. "wlan0"
+	Index int           // interface index
+	Type  InterfaceType // never TypeUnspecified
+	Up    bool          // administratively up and running
+
+	// Addrs are the usable unicast addresses, IPv4 first. Link-local
+	// addresses are left out: they cannot reach beyond the link.
+	Addrs []netip.Addr
+	// DNS are the name servers queried through this path, with port.
+	DNS []netip.AddrPort
+	// Search are the DNS search domains for this path.
+	Search []string
+	// DNSSource says where DNS came from: "config", "systemd-resolved"
+	// or "resolv.conf".
+	DNSSource string
+
+	Expensive   bool // metered, e.g. cellular
+	Constrained bool // low data mode
+
+	Estimate Estimate
+}
+
+// Estimate is what is known about a path's performance. Zero fields are
+// unknown; until measurements exist they hold the configured hints.
+type Estimate struct {
+	RTT       time.Duration // smoothed round-trip time
+	Bandwidth int64         // capacity in bits per second
+}
+
+// Addr returns the path's first address of the family of remote (IPv4 or
+// IPv6), and whether there is one.
+func (p *Path) Addr(remote netip.Addr) (netip.Addr, bool) {
+	for _, a := range p.Addrs {
+		if a.Is4() == remote.Unmap().Is4() {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+func (p *Path) String() string { return p.Name }
+
+// PathConfig names a path explicitly. Zero fields are discovered.
+type PathConfig struct {
+	Interface string        // interface name; required
+	Type      InterfaceType // TypeUnspecified: classify automatically
+	// DNS servers as "ADDR" or "ADDR:PORT" (port 53 by default). Empty:
+	// discover (systemd-resolved per-link state, else resolv.conf).
+	DNS    []string
+	Search []string // search domains; nil: those of the discovered configuration
+	// Expensive and Constrained override the default labels (cellular is
+	// expensive, nothing is constrained) when non-nil.
+	Expensive   *bool
+	Constrained *bool
+	// RTT and Bandwidth (bits/s) are priors used until measurements exist.
+	RTT       time.Duration
+	Bandwidth int64
+}
+
+// Config configures a Manager.
+type Config struct {
+	// Paths, when non-empty, lists the only interfaces to use, in this
+	// order. When empty, every interface with a usable address is a path.
+	Paths []PathConfig
+	// Policy chooses paths; nil leaves routing to the operating system
+	// unless intents constrain the paths (see Dialer).
+	Policy Policy
+	// ResolvConf is the resolv.conf to read (default /etc/resolv.conf).
+	ResolvConf string
+	// HostsFile is the hosts file to read (default /etc/hosts).
+	HostsFile string
+	// NoWatch turns off watching interface changes (Linux only; elsewhere the
+	// table is refreshed only by Refresh).
+	NoWatch bool
+}
+
+// A Manager owns the table of paths, their resolvers and the policy: the
+// in-process Multi Access Manager of the Socket Intents prototype. Dialers
+// and Resolvers share one. A Manager is safe for concurrent use.
+type Manager struct {
+	cfg    Config
+	policy Policy
+
+	paths   atomic.Pointer[[]*Path]
+	mu      sync.Mutex // guards changed and refresh
+	changed chan struct{}
+
+	resolver *Resolver
+	stop     func() error
+}
+
+var (
+	defaultManagerOnce sync.Once
+	defaultManager     *Manager
+	defaultManagerErr  error
+)
+
+// DefaultManager returns the process-wide Manager that discovers every
+// interface and uses no policy. A Dialer or Resolver without a Manager uses
+// it when intents constrain paths. It is created on first use.
+func DefaultManager() (*Manager, error) {
+	defaultManagerOnce.Do(func() {
+		defaultManager, defaultManagerErr = NewManager(Config{})
+	})
+	return defaultManager, defaultManagerErr
+}
+
+// NewManager discovers the paths described by cfg and, unless cfg.NoWatch,
+// watches interface changes until Close.
+func NewManager(cfg Config) (*Manager, error) {
+	for _, pc := range cfg.Paths {
+		if pc.Interface == "" {
+			return nil, errors.New("intents: PathConfig without Interface")
+		}
+		for _, s := range pc.DNS {
+			if _, err := parseServer(s); err != nil {
+				return nil, fmt.Errorf("intents: path %s: %w", pc.Interface, err)
+			}
+		}
+	}
+	if cfg.ResolvConf == "" {
+		cfg.ResolvConf = "/etc/resolv.conf"
+	}
+	if cfg.HostsFile == "" {
+		cfg.HostsFile = "/etc/hosts"
+	}
+	m := &Manager{cfg: cfg, policy: cfg.Policy, changed: make(chan struct{})}
+	m.resolver = &Resolver{Manager: m}
+	if err := m.Refresh(); err != nil {
+		return nil, err
+	}
+	if !cfg.NoWatch {
+		stop, err := watchInterfaces(func() { _ = m.Refresh() })
+		if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			return nil, fmt.Errorf("intents: watching interfaces: %w", err)
+		}
+		m.stop = stop
+	}
+	return m, nil
+}
+
+// Close stops watching interface changes. The Manager's table stays usable.
+func (m *Manager) Close() error {
+	if m.stop != nil {
+		return m.stop()
+	}
+	return nil
+}
+
+// Paths returns a snapshot of the path table. The paths must not be modified.
+func (m *Manager) Paths() []*Path { return *m.paths.Load() }
+
+// Path returns the path of the named interface, or nil.
+func (m *Manager) Path(name string) *Path {
+	for _, p := range m.Paths() {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Policy returns the manager's policy (nil: operating system routing).
+func (m *Manager) Policy() Policy { return m.policy }
+
+// Resolver returns the manager's per-path resolver.
+func (m *Manager) Resolver() *Resolver { return m.resolver }
+
+// Changed returns a channel that is closed at the next change of the path
+// table, so callers can wait for a change without polling.
+func (m *Manager) Changed() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
+// Refresh re-reads interfaces, addresses and DNS configuration now. The
+// Manager calls it on every interface event; call it yourself where events
+// are not watched.
+func (m *Manager) Refresh() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	paths, err := m.discover()
+	if err != nil {
+		return err
+	}
+	if old := m.paths.Load(); old != nil && slices.EqualFunc(*old, paths, pathEqual) {
+		return nil
+	}
+	m.paths.Store(&paths)
+	close(m.changed)
+	m.changed = make(chan struct{})
+	if m.resolver != nil {
+		m.resolver.prune(paths)
+	}
+	return nil
+}
+
+func pathEqual(a, b *Path) bool {
+	return a.Name == b.Name && a.Index == b.Index && a.Type == b.Type && a.Up == b.Up &&
+		slices.Equal(a.Addrs, b.Addrs) && slices.Equal(a.DNS, b.DNS) && slices.Equal(a.Search, b.Search) &&
+		a.Expensive == b.Expensive && a.Constrained == b.Constrained && a.Estimate == b.Estimate
+}
+
+func (m *Manager) discover() ([]*Path, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, fmt.Errorf("intents: listing interfaces: %w", err)
+	}
+	sys, _ := dns.ClientConfigFromFile(m.cfg.ResolvConf) // a missing file leaves paths without DNS
+	var paths []*Path
+	add := func(ifi net.Interface, pc *PathConfig) {
+		p := &Path{Name: ifi.Name, Index: ifi.Index,
+			Up: ifi.Flags&net.FlagUp != 0 && ifi.Flags&net.FlagRunning != 0}
+		if addrs, err := ifi.Addrs(); err == nil {
+			p.Addrs = usableAddrs(addrs)
+		}
+		p.Type = classify(ifi)
+		if pc != nil && pc.Type != TypeUnspecified {
+			p.Type = pc.Type
+		}
+		p.Expensive = p.Type == TypeCellular
+		if pc != nil {
+			if pc.Expensive != nil {
+				p.Expensive = *pc.Expensive
+			}
+			if pc.Constrained != nil {
+				p.Constrained = *pc.Constrained
+			}
+			p.Estimate = Estimate{RTT: pc.RTT, Bandwidth: pc.Bandwidth}
+		}
+		m.pathDNS(p, pc, sys)
+		paths = append(paths, p)
+	}
+	if len(m.cfg.Paths) == 0 {
+		for _, ifi := range ifs {
+			addrs, err := ifi.Addrs()
+			if err == nil && len(usableAddrs(addrs)) > 0 {
+				add(ifi, nil)
+			}
+		}
+		return paths, nil
+	}
+	for i := range m.cfg.Paths {
+		pc := &m.cfg.Paths[i]
+		idx := slices.IndexFunc(ifs, func(ifi net.Interface) bool { return ifi.Name == pc.Interface })
+		if idx < 0 {
+			// A configured interface that is absent is a path that is down.
+			paths = append(paths, &Path{Name: pc.Interface, Type: max(pc.Type, TypeOther)})
+			continue
+		}
+		add(ifs[idx], pc)
+	}
+	return paths, nil
+}
+
+// pathDNS fills the DNS servers of p: configuration first, then the
+// per-link state of systemd-resolved, then the system's resolv.conf.
+func (m *Manager) pathDNS(p *Path, pc *PathConfig, sys *dns.ClientConfig) {
+	if pc != nil && len(pc.DNS) > 0 {
+		for _, s := range pc.DNS {
+			ap, _ := parseServer(s) // validated in NewManager
+			p.DNS = append(p.DNS, ap)
+		}
+		p.DNSSource = "config"
+	} else if servers, search, ok := linkDNS(p.Index); ok {
+		p.DNS, p.Search, p.DNSSource = servers, search, "systemd-resolved"
+	} else if sys != nil {
+		for _, s := range sys.Servers {
+			if ap, err := parseServer(s); err == nil {
+				p.DNS = append(p.DNS, netip.AddrPortFrom(ap.Addr(), portOr(sys.Port)))
+			}
+		}
+		p.Search, p.DNSSource = trimDots(sys.Search), "resolv.conf"
+	}
+	if pc != nil && pc.Search != nil {
+		p.Search = trimDots(pc.Search)
+	}
+}
+
+func portOr(s string) uint16 {
+	var n uint16
+	if _, err := fmt.Sscan(s, &n); err != nil || n == 0 {
+		return 53
+	}
+	return n
+}
+
+func trimDots(domains []string) []string {
+	out := make([]string, 0, len(domains))
+	for _, d := range domains {
+		if d = strings.Trim(d, "."); d != "" {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// parseServer reads "ADDR" or "ADDR:PORT" / "[ADDR]:PORT".
+func parseServer(s string) (netip.AddrPort, error) {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("bad DNS server %q: want ADDR or ADDR:PORT", s)
+	}
+	return netip.AddrPortFrom(a.WithZone(""), 53), nil
+}
+
+func usableAddrs(addrs []net.Addr) []netip.Addr {
+	var v4, v6 []netip.Addr
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(ipn.IP)
+		if !ok {
+			continue
+		}
+		ip = ip.Unmap()
+		if ip.IsLinkLocalUnicast() || ip.IsMulticast() || ip.IsUnspecified() {
+			continue
+		}
+		if ip.Is4() {
+			v4 = append(v4, ip)
+		} else {
+			v6 = append(v6, ip)
+		}
+	}
+	return append(v4, v6...)
+}
+
+// classifyByName applies the name hints shared by every OS.
+func classifyByName(ifi net.Interface) (InterfaceType, bool) {
+	if ifi.Flags&net.FlagLoopback != 0 {
+		return TypeLoopback, true
+	}
+	for _, prefix := range []string{"wwan", "rmnet", "ccmni", "pdp_ip", "usb", "wwp"} {
+		if strings.HasPrefix(ifi.Name, prefix) {
+			return TypeCellular, true
+		}
+	}
+	return 0, false
+}

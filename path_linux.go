@@ -1,0 +1,132 @@
+package intents
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// sysfsRoot is where classify looks; tests point it elsewhere.
+var sysfsRoot = "/sys/class/net"
+
+// resolvedNetif is systemd-resolved's per-link state directory.
+var resolvedNetif = "/run/systemd/resolve/netif"
+
+// classify decides a link's type from sysfs: a wireless directory or phy80211
+// link means Wi-Fi, DEVTYPE=wwan cellular, a device link a physical wire;
+// virtual links (veth, bridges, tunnels) are TypeOther.
+func classify(ifi net.Interface) InterfaceType {
+	if t, ok := classifyByName(ifi); ok {
+		return t
+	}
+	dir := filepath.Join(sysfsRoot, ifi.Name)
+	if exists(filepath.Join(dir, "wireless")) || exists(filepath.Join(dir, "phy80211")) {
+		return TypeWifi
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "uevent")); err == nil {
+		for line := range strings.Lines(string(b)) {
+			switch strings.TrimSpace(line) {
+			case "DEVTYPE=wwan":
+				return TypeCellular
+			case "DEVTYPE=wlan":
+				return TypeWifi
+			}
+		}
+	}
+	if exists(filepath.Join(dir, "device")) {
+		return TypeWired
+	}
+	return TypeOther
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// linkDNS reads systemd-resolved's per-link servers and domains.
+func linkDNS(ifindex int) (servers []netip.AddrPort, search []string, ok bool) {
+	f, err := os.Open(filepath.Join(resolvedNetif, strconv.Itoa(ifindex)))
+	if err != nil {
+		return nil, nil, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), "=")
+		switch k {
+		case "SERVERS":
+			for _, s := range strings.Fields(v) {
+				s, _, _ = strings.Cut(s, "#") // drop the DoT server name
+				if ap, err := parseServer(s); err == nil {
+					servers = append(servers, ap)
+				}
+			}
+		case "DOMAINS":
+			for _, d := range strings.Fields(v) {
+				if !strings.HasPrefix(d, "~") { // routing-only domains are not search domains
+					search = append(search, d)
+				}
+			}
+		}
+	}
+	return servers, trimDots(search), len(servers) > 0
+}
+
+// watchInterfaces calls onChange after link and address events until the
+// returned stop function is called. Events are read from an rtnetlink socket;
+// a burst of events gives one call, and an overflowed socket (ENOBUFS, events
+// lost) also gives one, since onChange re-lists everything.
+func watchInterfaces(onChange func()) (stop func() error, err error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, os.NewSyscallError("socket", err)
+	}
+	sa := &unix.SockaddrNetlink{Family: unix.AF_NETLINK,
+		Groups: unix.RTMGRP_LINK | unix.RTMGRP_IPV4_IFADDR | unix.RTMGRP_IPV6_IFADDR}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return nil, os.NewSyscallError("bind", err)
+	}
+	// A non-blocking fd given to os.NewFile joins the runtime poller, so
+	// Close unblocks a pending Read.
+	f := os.NewFile(uintptr(fd), "rtnetlink")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 64<<10)
+		for {
+			_, err := f.Read(buf)
+			if err != nil && !errors.Is(err, unix.ENOBUFS) {
+				return // closed
+			}
+			// Drain what is already queued, then re-list once.
+			_ = f.SetReadDeadline(time.Now())
+			for {
+				if _, err := f.Read(buf); err != nil && !errors.Is(err, unix.ENOBUFS) {
+					break
+				}
+			}
+			_ = f.SetReadDeadline(time.Time{})
+			onChange()
+		}
+	}()
+	var once sync.Once
+	return func() error {
+		var err error
+		once.Do(func() {
+			err = f.Close()
+			<-done
+		})
+		return err
+	}, nil
+}

@@ -1,0 +1,25 @@
+//go:build !linux
+
+package intents
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+)
+
+// classify uses name hints only: outside Linux there is no portable way to
+// tell Wi-Fi from a wire, so such links are TypeOther (configure Type).
+func classify(ifi net.Interface) InterfaceType {
+	if t, ok := classifyByName(ifi); ok {
+		return t
+	}
+	return TypeOther
+}
+
+// linkDNS has no per-link source outside Linux; resolv.conf or the
+// configuration is used.
+func linkDNS(int) ([]netip.AddrPort, []string, bool) { return nil, nil, false }
+
+// watchInterfaces is not implemented outside Linux; call Manager.Refresh.
+func watchInterfaces(func()) (func() error, error) { return nil, errors.ErrUnsupported }

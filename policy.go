@@ -1,0 +1,246 @@
+package intents
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+)
+
+// A Policy chooses how a communication unit is carried: reuse a pooled
+// connection, open a new one on a path (with or without MPTCP), leave it to
+// the operating system, or wait. Built-in policies live in package
+// intents/policy.
+//
+// Decide appends its choices to d.Choices, best first, and sets d.Reason.
+// It sees only permitted paths (preferences are applied before), so no policy
+// can pick a prohibited path. Decide must be safe for concurrent use and must
+// not keep req or d.
+type Policy interface {
+	Decide(req *Request, d *Decision)
+}
+
+// PolicyFunc adapts a function to the Policy interface.
+type PolicyFunc func(req *Request, d *Decision)
+
+// Decide calls f(req, d).
+func (f PolicyFunc) Decide(req *Request, d *Decision) { f(req, d) }
+
+// Destination is where a communication unit goes.
+type Destination struct {
+	Network string // "tcp", "tcp4", "tcp6", "udp", ...
+	Host    string // name or literal address, without port
+	Port    uint16
+	TLS     bool
+}
+
+// Candidate is a pooled connection the policy may reuse.
+type Candidate struct {
+	ID       uint64
+	Path     *Path
+	MPTCP    bool
+	InFlight int           // requests in progress on it
+	Idle     time.Duration // time since it was last used
+	BytesIn  int64
+	BytesOut int64
+}
+
+// Request is one decision's input.
+type Request struct {
+	Intents Intents
+	Dest    Destination
+	// Paths are the permitted paths in preference order: preferred, then
+	// neutral, then avoided, each group in table order. Never empty.
+	Paths []*Path
+	// Candidates are reusable pooled connections (none for a plain dial).
+	Candidates []Candidate
+}
+
+// Choice is one option of a Decision.
+type Choice struct {
+	// Reuse, if set, points into Request.Candidates: reuse that connection.
+	Reuse *Candidate
+	// Path, if set (and Reuse nil), opens a new connection on this path.
+	// Both nil means: leave the path to the operating system's routing.
+	Path *Path
+	// MPTCP asks for a Multipath TCP connection whose first subflow is on Path.
+	MPTCP bool
+	// Wait asks to wait for a pooled connection to become free.
+	Wait bool
+}
+
+// String describes c for logs, e.g. "new on wlan0" or "reuse #3 on eth0".
+func (c Choice) String() string {
+	switch {
+	case c.Wait:
+		return "wait"
+	case c.Reuse != nil:
+		return fmt.Sprintf("reuse #%d on %s", c.Reuse.ID, c.Reuse.Path)
+	case c.Path != nil && c.MPTCP:
+		return "new mptcp on " + c.Path.Name
+	case c.Path != nil:
+		return "new on " + c.Path.Name
+	default:
+		return "system routing"
+	}
+}
+
+// Decision is a policy's output: choices, best first, and why.
+type Decision struct {
+	Choices []Choice
+	Reason  string
+}
+
+// ErrNoPath is matched by errors.Is for every *NoPathError.
+var ErrNoPath = errors.New("intents: no permitted path")
+
+// NoPathError says that no permitted path could serve a destination, and
+// which constraint excluded each path.
+type NoPathError struct {
+	Dest     string
+	Excluded []Exclusion
+}
+
+// Exclusion says why a path was not permitted.
+type Exclusion struct {
+	Path   string
+	Reason string
+}
+
+func (e *NoPathError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "intents: no permitted path to %s", e.Dest)
+	for i, x := range e.Excluded {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(x.Path + ": " + x.Reason)
+	}
+	if len(e.Excluded) == 0 {
+		b.WriteString(": no paths known")
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrNoPath) true.
+func (e *NoPathError) Is(target error) bool { return target == ErrNoPath }
+
+// effectiveLevel is the level of p under in: the interface name's level wins
+// over the type's.
+func effectiveLevel(in *Intents, p *Path) (Level, string) {
+	if l, ok := in.Interfaces[p.Name]; ok && l != LevelNone {
+		return l, p.Name
+	}
+	if l, ok := in.Types[p.Type]; ok && l != LevelNone {
+		return l, p.Type.String()
+	}
+	return LevelNone, ""
+}
+
+func requiresAny(in *Intents) bool {
+	for _, l := range in.Interfaces {
+		if l == LevelRequire {
+			return true
+		}
+	}
+	for _, l := range in.Types {
+		if l == LevelRequire {
+			return true
+		}
+	}
+	return false
+}
+
+// permit returns the paths that in allows for dest, in preference order,
+// and why each other path was left out. dst is reused when it has room.
+// loopback says whether the destination is a loopback address or name:
+// loopback destinations are reachable only over loopback paths, others only
+// over the rest.
+func permit(dst []*Path, in *Intents, paths []*Path, family byte, loopback bool) ([]*Path, []Exclusion) {
+	var excl []Exclusion
+	required := requiresAny(in)
+	dst = dst[:0]
+	for _, p := range paths {
+		l, by := effectiveLevel(in, p)
+		var why string
+		switch {
+		case l == LevelProhibit:
+			why = "prohibited (prohibit=" + by + ")"
+		case required && l != LevelRequire:
+			why = "not required (require= names other paths)"
+		case p.Expensive && (in.ProhibitExpensive || in.Cost == CostNoExpense):
+			why = "expensive (prohibit=expensive or cost=noexpense)"
+		case p.Constrained && in.ProhibitConstrained:
+			why = "constrained (prohibit=constrained)"
+		case !p.Up:
+			why = "down"
+		case (p.Type == TypeLoopback) != loopback:
+			if loopback {
+				why = "cannot reach a loopback destination"
+			} else {
+				why = "loopback cannot reach the destination"
+			}
+		case !hasFamily(p, family):
+			why = "no usable " + familyName(family) + " address"
+		}
+		if why != "" {
+			excl = append(excl, Exclusion{Path: p.Name, Reason: why})
+			continue
+		}
+		dst = append(dst, p)
+	}
+	rank := func(p *Path) int {
+		l, _ := effectiveLevel(in, p)
+		switch {
+		case l == LevelAvoid || (p.Expensive && in.Cost == CostOptimize):
+			return 2
+		case l == LevelPrefer || l == LevelRequire:
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(dst, func(a, b *Path) int { return rank(a) - rank(b) })
+	return dst, excl
+}
+
+// family: 4, 6 or 0 (either).
+func networkFamily(network string) byte {
+	switch {
+	case strings.HasSuffix(network, "4"):
+		return 4
+	case strings.HasSuffix(network, "6"):
+		return 6
+	}
+	return 0
+}
+
+func familyName(f byte) string {
+	switch f {
+	case 4:
+		return "IPv4"
+	case 6:
+		return "IPv6"
+	}
+	return "IP"
+}
+
+func hasFamily(p *Path, family byte) bool {
+	for _, a := range p.Addrs {
+		if family == 0 || (family == 4) == a.Is4() {
+			return true
+		}
+	}
+	return false
+}
+
+func isLoopbackHost(host string) bool {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Unmap().IsLoopback()
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
+}

@@ -1,0 +1,585 @@
+package intents
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/sockintents/intents/internal/sockopt"
+)
+
+// Resolver resolves names per path: each path's names are looked up at that
+// path's DNS servers, with queries leaving through that path, and a reply
+// from one path's servers is never used for another path (CDNs answer by
+// where the query came from). A zero Resolver uses DefaultManager and
+// defaults from resolv.conf. A Resolver is safe for concurrent use; it keeps
+// a cache per path, honouring TTLs and negative answers.
+type Resolver struct {
+	// Manager supplies the paths and the policy; nil uses DefaultManager.
+	Manager *Manager
+	// Timeout bounds one query to one server (default: resolv.conf's
+	// timeout, else 2s).
+	Timeout time.Duration
+	// Attempts is how many rounds over a path's servers are tried (default:
+	// resolv.conf's attempts, else 2).
+	Attempts int
+	// Ndots is the resolv.conf ndots option (default: resolv.conf's, else 1).
+	Ndots int
+
+	once  sync.Once
+	mu    sync.Mutex
+	cache map[cacheKey]cacheEntry
+	next  map[string]int // per path: index of the server to ask first
+	hosts hostsTable
+	now   func() time.Time // for tests; nil is time.Now
+}
+
+func (r *Resolver) clock() time.Time {
+	if r.now != nil {
+		return r.now()
+	}
+	return time.Now()
+}
+
+type cacheKey struct {
+	path  string
+	name  string
+	qtype uint16
+}
+
+type cacheEntry struct {
+	addrs   []netip.Addr
+	rcode   int // dns.RcodeSuccess with no addrs: NODATA
+	expires time.Time
+}
+
+// maxCacheEntries bounds the cache; when full, expired entries are dropped
+// and, if that is not enough, the whole cache.
+const maxCacheEntries = 4096
+
+func (r *Resolver) init() {
+	r.once.Do(func() {
+		r.cache = make(map[cacheKey]cacheEntry)
+		r.next = make(map[string]int)
+		m := r.Manager
+		resolvConf, hostsFile := "/etc/resolv.conf", "/etc/hosts"
+		if m != nil {
+			resolvConf, hostsFile = m.cfg.ResolvConf, m.cfg.HostsFile
+		}
+		r.hosts.path = hostsFile
+		if cc, err := dns.ClientConfigFromFile(resolvConf); err == nil {
+			if r.Timeout == 0 {
+				r.Timeout = time.Duration(cc.Timeout) * time.Second
+			}
+			if r.Attempts == 0 {
+				r.Attempts = cc.Attempts
+			}
+			if r.Ndots == 0 {
+				r.Ndots = cc.Ndots
+			}
+		}
+		if r.Timeout <= 0 {
+			r.Timeout = 2 * time.Second
+		}
+		if r.Attempts <= 0 {
+			r.Attempts = 2
+		}
+		if r.Ndots <= 0 {
+			r.Ndots = 1
+		}
+	})
+}
+
+func (r *Resolver) manager() (*Manager, error) {
+	if r.Manager != nil {
+		return r.Manager, nil
+	}
+	return DefaultManager()
+}
+
+// prune forgets cached answers of paths that are gone or changed.
+func (r *Resolver) prune(paths []*Path) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	live := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		live[p.Name] = p.Up
+	}
+	for k := range r.cache {
+		if !live[k.path] {
+			delete(r.cache, k)
+		}
+	}
+}
+
+// Endpoint is one way to reach a destination: a remote address, and the
+// path, local address and socket options to reach it with. Endpoints come
+// from Resolver.LookupEndpoints, ordered by the policy.
+type Endpoint struct {
+	Remote netip.AddrPort
+	// Path is nil when the operating system's routing chooses.
+	Path *Path
+	// Local is the source address to bind (invalid when Path is nil).
+	Local netip.Addr
+	// MPTCP asks for Multipath TCP with the first subflow on Path.
+	MPTCP bool
+}
+
+// Control binds a socket to the endpoint's interface; it has the signature
+// of net.Dialer.Control. Where the OS cannot bind to an interface (or the
+// process lacks the privilege on Linux) only the source address steers the
+// socket, which needs source-based routing to be reliable.
+func (e Endpoint) Control(network, _ string, c syscall.RawConn) error {
+	if e.Path == nil {
+		return nil
+	}
+	err := sockopt.BindToInterface(c, e.Path.Index, e.Path.Name, strings.HasSuffix(network, "6"))
+	if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, syscall.EPERM) {
+		return nil
+	}
+	return err
+}
+
+// Dialer returns a copy of base (nil: a zero net.Dialer) that connects as e
+// says: source address, interface binding (after base's own Control, which
+// still runs), and MPTCP.
+func (e Endpoint) Dialer(base *net.Dialer) *net.Dialer {
+	var d net.Dialer
+	if base != nil {
+		d = *base
+	}
+	if e.Path != nil {
+		d.LocalAddr = localAddr("tcp", e.Local)
+		userCtl, userCtlCtx := d.Control, d.ControlContext
+		d.Control = nil
+		d.ControlContext = func(ctx context.Context, network, address string, c syscall.RawConn) error {
+			if err := e.Control(network, address, c); err != nil {
+				return err
+			}
+			if userCtlCtx != nil {
+				return userCtlCtx(ctx, network, address, c)
+			}
+			if userCtl != nil {
+				return userCtl(network, address, c)
+			}
+			return nil
+		}
+	}
+	if e.MPTCP {
+		d.SetMultipathTCP(true)
+	}
+	return &d
+}
+
+func localAddr(network string, a netip.Addr) net.Addr {
+	if !a.IsValid() {
+		return nil
+	}
+	if strings.HasPrefix(network, "udp") {
+		return net.UDPAddrFromAddrPort(netip.AddrPortFrom(a, 0))
+	}
+	return net.TCPAddrFromAddrPort(netip.AddrPortFrom(a, 0))
+}
+
+// LookupEndpoints resolves host on the paths the policy chooses for the
+// intents in ctx, and returns the endpoints best first: for each chosen
+// path, its addresses for host (from that path's DNS) with the source
+// address and binding to use. network is "tcp", "tcp4", "tcp6", "udp", ....
+// This is the paper's "augmented name resolution": the caller connects
+// itself, e.g. with Endpoint.Dialer.
+func (r *Resolver) LookupEndpoints(ctx context.Context, network, host, port string) ([]Endpoint, error) {
+	portNum, err := net.DefaultResolver.LookupPort(ctx, network, port)
+	if err != nil {
+		return nil, err
+	}
+	m, err := r.manager()
+	if err != nil {
+		return nil, err
+	}
+	pl, err := m.plan(ctx, network, host, uint16(portNum), true)
+	if err != nil {
+		return nil, err
+	}
+	var eps []Endpoint
+	var firstErr error
+	for _, c := range pl.choices {
+		addrs, err := r.lookupChoice(ctx, network, host, c.Path)
+		if err != nil {
+			firstErr = cmpErr(firstErr, err)
+			continue
+		}
+		for _, a := range addrs {
+			ep := Endpoint{Remote: netip.AddrPortFrom(a, uint16(portNum)), Path: c.Path, MPTCP: pl.multipath(c) >= MultipathHandover}
+			if c.Path != nil {
+				ep.Local, _ = c.Path.Addr(a)
+			}
+			eps = append(eps, ep)
+		}
+	}
+	if len(eps) == 0 {
+		return nil, firstErr
+	}
+	return eps, nil
+}
+
+func cmpErr(first, err error) error {
+	if first == nil {
+		return err
+	}
+	return first
+}
+
+// lookupChoice resolves host for one choice: on the path, or through the
+// system resolver when the OS routes.
+func (r *Resolver) lookupChoice(ctx context.Context, network, host string, p *Path) ([]netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a}, nil
+	}
+	if p == nil {
+		addrs, err := net.DefaultResolver.LookupNetIP(ctx, ipNetwork(network), host)
+		for i := range addrs {
+			addrs[i] = addrs[i].Unmap()
+		}
+		return addrs, err
+	}
+	return r.LookupPath(ctx, p, network, host)
+}
+
+func ipNetwork(network string) string {
+	switch networkFamily(network) {
+	case 4:
+		return "ip4"
+	case 6:
+		return "ip6"
+	}
+	return "ip"
+}
+
+// LookupPath resolves host on path p only: /etc/hosts, then p's DNS servers
+// through p, A and AAAA in parallel (only the families p has addresses of and
+// network allows), following p's search domains and ndots. Addresses are
+// returned IPv6 first, interleaved with IPv4 (RFC 8305), when both exist.
+// Errors are *net.DNSError.
+func (r *Resolver) LookupPath(ctx context.Context, p *Path, network, host string) ([]netip.Addr, error) {
+	r.init()
+	fam := networkFamily(network)
+	want4 := fam != 6 && hasFamily(p, 4)
+	want6 := fam != 4 && hasFamily(p, 6)
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a}, nil
+	}
+	if addrs := r.hosts.lookup(host); len(addrs) > 0 {
+		var out []netip.Addr
+		for _, a := range addrs {
+			if (a.Is4() && want4) || (a.Is6() && want6) {
+				out = append(out, a)
+			}
+		}
+		if len(out) > 0 {
+			return out, nil
+		}
+	}
+	if !want4 && !want6 {
+		return nil, &net.DNSError{Err: "path " + p.Name + " has no address of the requested family", Name: host, IsNotFound: true}
+	}
+	if len(p.DNS) == 0 {
+		return nil, &net.DNSError{Err: "path " + p.Name + " has no DNS servers", Name: host}
+	}
+	cc := dns.ClientConfig{Search: p.Search, Ndots: r.Ndots}
+	var lastErr error
+	for _, name := range cc.NameList(host) {
+		v4, v6, err := r.lookupName(ctx, p, name, want4, want6)
+		if len(v4)+len(v6) > 0 {
+			return interleave(v6, v4), nil
+		}
+		if err != nil {
+			lastErr = err
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	if lastErr == nil {
+		lastErr = &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return nil, lastErr
+}
+
+func interleave(a, b []netip.Addr) []netip.Addr {
+	out := make([]netip.Addr, 0, len(a)+len(b))
+	for i := 0; i < len(a) || i < len(b); i++ {
+		if i < len(a) {
+			out = append(out, a[i])
+		}
+		if i < len(b) {
+			out = append(out, b[i])
+		}
+	}
+	return out
+}
+
+// lookupName asks for A and AAAA of the fully qualified name in parallel.
+func (r *Resolver) lookupName(ctx context.Context, p *Path, name string, want4, want6 bool) (v4, v6 []netip.Addr, err error) {
+	var err4, err6 error
+	var wg sync.WaitGroup
+	if want4 && want6 {
+		wg.Go(func() { v6, err6 = r.query(ctx, p, name, dns.TypeAAAA) })
+		v4, err4 = r.query(ctx, p, name, dns.TypeA)
+		wg.Wait()
+	} else if want4 {
+		v4, err4 = r.query(ctx, p, name, dns.TypeA)
+	} else {
+		v6, err6 = r.query(ctx, p, name, dns.TypeAAAA)
+	}
+	if err4 != nil {
+		return v4, v6, err4
+	}
+	return v4, v6, err6
+}
+
+// query answers one question on one path, from the cache or the path's
+// servers. A name that does not exist, or has no record of the type, gives
+// no addresses and no error unless neither family has any.
+func (r *Resolver) query(ctx context.Context, p *Path, name string, qtype uint16) ([]netip.Addr, error) {
+	key := cacheKey{path: p.Name, name: strings.ToLower(name), qtype: qtype}
+	now := r.clock()
+	r.mu.Lock()
+	e, ok := r.cache[key]
+	start := r.next[p.Name]
+	r.mu.Unlock()
+	if ok && now.Before(e.expires) {
+		return e.addrs, rcodeErr(e.rcode, name)
+	}
+
+	m := new(dns.Msg)
+	m.SetQuestion(name, qtype)
+	m.SetEdns0(1232, false) // the DNS flag day 2020 size: no IP fragmentation
+	var lastErr error
+	for attempt := 0; attempt < r.Attempts; attempt++ {
+		for i := range p.DNS {
+			si := (start + i) % len(p.DNS)
+			server := p.DNS[si]
+			reply, err := r.exchange(ctx, p, server, m)
+			if err == nil {
+				err = checkReply(m, reply)
+			}
+			if err != nil {
+				lastErr = &net.DNSError{Err: err.Error(), UnwrapErr: err, Name: name, Server: server.String(), IsTimeout: isTimeout(err)}
+				if ctx.Err() != nil {
+					return nil, lastErr
+				}
+				continue
+			}
+			r.mu.Lock()
+			r.next[p.Name] = si // stay with a server that answers
+			r.mu.Unlock()
+			addrs, ttl := extract(reply, name, qtype)
+			r.store(key, cacheEntry{addrs: addrs, rcode: reply.Rcode, expires: r.clock().Add(ttl)})
+			return addrs, rcodeErr(reply.Rcode, name)
+		}
+	}
+	return nil, lastErr
+}
+
+func rcodeErr(rcode int, name string) error {
+	if rcode == dns.RcodeNameError {
+		return &net.DNSError{Err: "no such host", Name: name, IsNotFound: true}
+	}
+	return nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func (r *Resolver) store(k cacheKey, e cacheEntry) {
+	now := r.clock()
+	if !e.expires.After(now) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.cache) >= maxCacheEntries {
+		for k, v := range r.cache {
+			if !now.Before(v.expires) {
+				delete(r.cache, k)
+			}
+		}
+		if len(r.cache) >= maxCacheEntries {
+			clear(r.cache)
+		}
+	}
+	r.cache[k] = e
+}
+
+// exchange sends m to server through path p over UDP, and again over TCP
+// when the reply is truncated. A loopback server (a local stub resolver) is
+// reached over loopback, since no interface binding can reach it.
+func (r *Resolver) exchange(ctx context.Context, p *Path, server netip.AddrPort, m *dns.Msg) (*dns.Msg, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	reply, err := r.exchangeNet(ctx, p, server, m, "udp")
+	if err == nil && reply.Truncated {
+		reply, err = r.exchangeNet(ctx, p, server, m, "tcp")
+	}
+	return reply, err
+}
+
+func (r *Resolver) exchangeNet(ctx context.Context, p *Path, server netip.AddrPort, m *dns.Msg, network string) (*dns.Msg, error) {
+	var d net.Dialer
+	if !server.Addr().IsLoopback() {
+		local, ok := p.Addr(server.Addr())
+		if !ok {
+			return nil, errors.New("path " + p.Name + " has no address of the server's family")
+		}
+		d = *Endpoint{Path: p, Local: local}.Dialer(nil)
+		d.LocalAddr = localAddr(network, local)
+	}
+	conn, err := d.DialContext(ctx, network, server.String())
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	c := &dns.Client{Net: network, Timeout: r.Timeout}
+	reply, _, err := c.ExchangeWithConnContext(ctx, m, &dns.Conn{Conn: conn})
+	return reply, err
+}
+
+// checkReply rejects replies that do not answer q: not a response, another
+// question, or a server failure (which the next server may not have).
+func checkReply(q, reply *dns.Msg) error {
+	if !reply.Response {
+		return errors.New("reply is not a response")
+	}
+	if reply.Id != q.Id {
+		return errors.New("reply has the wrong ID")
+	}
+	if len(reply.Question) != 1 || !strings.EqualFold(reply.Question[0].Name, q.Question[0].Name) ||
+		reply.Question[0].Qtype != q.Question[0].Qtype || reply.Question[0].Qclass != q.Question[0].Qclass {
+		return errors.New("reply is for another question")
+	}
+	switch reply.Rcode {
+	case dns.RcodeSuccess, dns.RcodeNameError:
+		return nil
+	}
+	return errors.New("server answered " + dns.RcodeToString[reply.Rcode])
+}
+
+// maxNegativeTTL caps negative caching (RFC 2308 suggests 1-3 hours; a
+// mobile host's view changes sooner).
+const maxNegativeTTL = 5 * time.Minute
+
+// extract follows the CNAME chain from name and returns the addresses of
+// type qtype at its end, with the smallest TTL on the way; for an empty
+// answer, the negative TTL from the SOA (none without one).
+func extract(reply *dns.Msg, name string, qtype uint16) ([]netip.Addr, time.Duration) {
+	target := strings.ToLower(name)
+	minTTL := uint32(1<<32 - 1)
+	// A chain is at most as long as the answer section.
+	for range len(reply.Answer) + 1 {
+		next := ""
+		for _, rr := range reply.Answer {
+			if h := rr.Header(); strings.EqualFold(h.Name, target) {
+				if cn, ok := rr.(*dns.CNAME); ok {
+					next = strings.ToLower(cn.Target)
+					minTTL = min(minTTL, h.Ttl)
+				}
+			}
+		}
+		if next == "" {
+			break
+		}
+		target = next
+	}
+	var addrs []netip.Addr
+	for _, rr := range reply.Answer {
+		h := rr.Header()
+		if !strings.EqualFold(h.Name, target) || h.Rrtype != qtype {
+			continue
+		}
+		var ip net.IP
+		switch v := rr.(type) {
+		case *dns.A:
+			ip = v.A
+		case *dns.AAAA:
+			ip = v.AAAA
+		}
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			if qtype == dns.TypeA {
+				a = a.Unmap()
+			}
+			addrs = append(addrs, a)
+			minTTL = min(minTTL, h.Ttl)
+		}
+	}
+	if len(addrs) > 0 {
+		return addrs, time.Duration(minTTL) * time.Second
+	}
+	for _, rr := range reply.Ns {
+		if soa, ok := rr.(*dns.SOA); ok {
+			ttl := time.Duration(min(soa.Hdr.Ttl, soa.Minttl)) * time.Second
+			return nil, min(ttl, maxNegativeTTL)
+		}
+	}
+	return nil, 0
+}
+
+// hostsTable reads a hosts file, again when it changes.
+type hostsTable struct {
+	path  string
+	mu    sync.Mutex
+	mtime time.Time
+	size  int64
+	names map[string][]netip.Addr
+}
+
+func (h *hostsTable) lookup(host string) []netip.Addr {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fi, err := os.Stat(h.path)
+	if err != nil {
+		return nil
+	}
+	if !fi.ModTime().Equal(h.mtime) || fi.Size() != h.size {
+		h.mtime, h.size = fi.ModTime(), fi.Size()
+		h.names = readHosts(h.path)
+	}
+	return h.names[strings.ToLower(strings.TrimSuffix(host, "."))]
+}
+
+func readHosts(path string) map[string][]netip.Addr {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	names := make(map[string][]netip.Addr)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line, _, _ := strings.Cut(sc.Text(), "#")
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		a, err := netip.ParseAddr(fields[0])
+		if err != nil {
+			continue
+		}
+		a = a.Unmap().WithZone("")
+		for _, n := range fields[1:] {
+			n = strings.ToLower(strings.TrimSuffix(n, "."))
+			names[n] = append(names[n], a)
+		}
+	}
+	return names
+}
