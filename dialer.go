@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -427,10 +428,10 @@ func (m *Manager) plan(ctx context.Context, network, host string, port uint16, t
 	if pl.intent == MultipathOff {
 		pl.intent = MultipathUnspecified // plain TCP, and the policy may not override it
 	}
-	dest := net.JoinHostPort(host, fmt.Sprint(port))
+	dest := func() string { return net.JoinHostPort(host, strconv.Itoa(int(port))) }
 	if isLoopbackHost(host) {
 		if l, ok := in.Types[TypeLoopback]; ok && l == LevelProhibit {
-			return pl, &NoPathError{Dest: dest, Excluded: []Exclusion{{Path: "loopback", Reason: "prohibited (prohibit=loopback)"}}}
+			return pl, &NoPathError{Dest: dest(), Excluded: []Exclusion{{Path: "loopback", Reason: "prohibited (prohibit=loopback)"}}}
 		}
 		pl.choices = []Choice{{}}
 		pl.reason = "loopback destination"
@@ -438,7 +439,7 @@ func (m *Manager) plan(ctx context.Context, network, host string, port uint16, t
 	}
 	permitted, excl := permit(nil, &in, m.Paths(), networkFamily(network), false)
 	if len(permitted) == 0 {
-		return pl, &NoPathError{Dest: dest, Excluded: excl}
+		return pl, &NoPathError{Dest: dest(), Excluded: excl}
 	}
 	var d Decision
 	if m.policy == nil {
@@ -470,7 +471,7 @@ func (m *Manager) plan(ctx context.Context, network, host string, port uint16, t
 		}
 	}
 	if len(pl.choices) == 0 {
-		return pl, &NoPathError{Dest: dest, Excluded: append(excl, Exclusion{Path: "*", Reason: "policy chose no permitted path: " + d.Reason})}
+		return pl, &NoPathError{Dest: dest(), Excluded: append(excl, Exclusion{Path: "*", Reason: "policy chose no permitted path: " + d.Reason})}
 	}
 	return pl, nil
 }

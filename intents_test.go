@@ -19,26 +19,26 @@ func TestParseIntents(t *testing.T) {
 		Category: CategoryBulk, SizeToBeReceived: 10_000_000, SizeToBeSent: 2560,
 		Duration: 90 * time.Second, Bitrate: 5_000_000, Burstiness: BurstinessRandom,
 		Timeliness: TimelinessInteractive, Resilience: ResilienceSensitive, Cost: CostOptimize,
-		Multipath:  MultipathAggregate,
-		Types:      map[InterfaceType]Level{TypeWifi: LevelPrefer, TypeCellular: LevelProhibit},
-		Interfaces: map[string]Level{"eth1": LevelAvoid, "wired": LevelRequire},
+		Multipath:         MultipathAggregate,
+		Types:             map[InterfaceType]Level{TypeWifi: LevelPrefer, TypeCellular: LevelProhibit},
+		Interfaces:        map[string]Level{"eth1": LevelAvoid, "wired": LevelRequire},
 		ProhibitExpensive: true, ProhibitConstrained: true,
 	}, in)
 }
 
 func TestParseIntentsErrorsNameTheCulprit(t *testing.T) {
 	for text, want := range map[string]string{
-		"colour=blue":          `unknown key "colour"`,
-		"category=huge":        `bad value "huge" for category`,
-		"recv=-5":              `bad value "-5" for recv`,
-		"recv=1.5B":            `bad value "1.5B" for recv`,
-		"recv=99999999999TB":   `bad value "99999999999TB" for recv`,
-		"bitrate=fast":         `bad value "fast" for bitrate`,
-		"duration=-1s":         `bad value "-1s" for duration`,
-		"prefer=":              `bad value "" for prefer`,
-		"category":             `"category" is not key=value`,
-		"multipath=sometimes":  `bad value "sometimes" for multipath`,
-		"prefer=if:%zz":        `bad value "if:%zz" for prefer`,
+		"colour=blue":         `unknown key "colour"`,
+		"category=huge":       `bad value "huge" for category`,
+		"recv=-5":             `bad value "-5" for recv`,
+		"recv=1.5B":           `bad value "1.5B" for recv`,
+		"recv=99999999999TB":  `bad value "99999999999TB" for recv`,
+		"bitrate=fast":        `bad value "fast" for bitrate`,
+		"duration=-1s":        `bad value "-1s" for duration`,
+		"prefer=":             `bad value "" for prefer`,
+		"category":            `"category" is not key=value`,
+		"multipath=sometimes": `bad value "sometimes" for multipath`,
+		"prefer=if:%zz":       `bad value "if:%zz" for prefer`,
 	} {
 		_, err := ParseIntents(text)
 		if assert.Error(t, err, text) {

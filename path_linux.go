@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -53,8 +54,21 @@ func exists(p string) bool {
 	return err == nil
 }
 
-// linkDNS reads systemd-resolved's per-link servers and domains.
+// inInitNetns reports whether this process shares the network namespace of
+// PID 1, the only one systemd-resolved's per-link state describes. When it
+// cannot tell (no permission to look), it assumes so.
+var inInitNetns = sync.OnceValue(func() bool {
+	self, err1 := os.Readlink("/proc/self/ns/net")
+	init, err2 := os.Readlink("/proc/1/ns/net")
+	return err1 != nil || err2 != nil || self == init
+})
+
+// linkDNS reads systemd-resolved's per-link servers and domains. In another
+// network namespace interface indexes mean other links, so it reads nothing.
 func linkDNS(ifindex int) (servers []netip.AddrPort, search []string, ok bool) {
+	if !inInitNetns() {
+		return nil, nil, false
+	}
 	f, err := os.Open(filepath.Join(resolvedNetif, strconv.Itoa(ifindex)))
 	if err != nil {
 		return nil, nil, false
@@ -82,6 +96,12 @@ func linkDNS(ifindex int) (servers []netip.AddrPort, search []string, ok bool) {
 	return servers, trimDots(search), len(servers) > 0
 }
 
+// For tests: a small receive buffer forces overflows, which are counted.
+var (
+	watchRcvBuf    int
+	watchOverflows atomic.Int64
+)
+
 // watchInterfaces calls onChange after link and address events until the
 // returned stop function is called. Events are read from an rtnetlink socket;
 // a burst of events gives one call, and an overflowed socket (ENOBUFS, events
@@ -93,6 +113,9 @@ func watchInterfaces(onChange func()) (stop func() error, err error) {
 	}
 	sa := &unix.SockaddrNetlink{Family: unix.AF_NETLINK,
 		Groups: unix.RTMGRP_LINK | unix.RTMGRP_IPV4_IFADDR | unix.RTMGRP_IPV6_IFADDR}
+	if watchRcvBuf > 0 {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, watchRcvBuf)
+	}
 	if err := unix.Bind(fd, sa); err != nil {
 		unix.Close(fd)
 		return nil, os.NewSyscallError("bind", err)
@@ -106,13 +129,17 @@ func watchInterfaces(onChange func()) (stop func() error, err error) {
 		buf := make([]byte, 64<<10)
 		for {
 			_, err := f.Read(buf)
-			if err != nil && !errors.Is(err, unix.ENOBUFS) {
+			if errors.Is(err, unix.ENOBUFS) {
+				watchOverflows.Add(1)
+			} else if err != nil {
 				return // closed
 			}
 			// Drain what is already queued, then re-list once.
 			_ = f.SetReadDeadline(time.Now())
 			for {
-				if _, err := f.Read(buf); err != nil && !errors.Is(err, unix.ENOBUFS) {
+				if _, err := f.Read(buf); errors.Is(err, unix.ENOBUFS) {
+					watchOverflows.Add(1)
+				} else if err != nil {
 					break
 				}
 			}

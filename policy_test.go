@@ -2,6 +2,7 @@ package intents
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -47,7 +48,7 @@ func TestPermit(t *testing.T) {
 		{"require=wifi", 0, []string{"wlan0"}},
 		{"require=wifi,require=wwan0", 0, []string{"wlan0", "wwan0"}},
 		{"prohibit=wired,prefer=eth0", 4, []string{"eth0", "wlan0", "wwan0"}}, // the name wins over the type
-		{"require=eth1", 0, nil},                                             // down
+		{"require=eth1", 0, nil},                                              // down
 		{"prohibit=wlan0,prohibit=eth0,prohibit=cellular", 4, nil},
 	} {
 		in, err := ParseIntents(tc.intents)
@@ -73,3 +74,5 @@ func TestPermitReasons(t *testing.T) {
 	assert.Equal(t, "intents: no permitted path to example.com:443: wlan0: prohibited (prohibit=wifi); "+
 		"wwan0: expensive (prohibit=expensive or cost=noexpense)", err.Error())
 }
+
+func fmtAny(v any) string { return fmt.Sprint(v) }

@@ -1,0 +1,169 @@
+package testbed
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// Prefix starts the name of every namespace this package makes; the process
+// ID follows, so a leftover of a crashed run can be told from a live one.
+const Prefix = "intents-"
+
+const netnsDir = "/var/run/netns"
+
+var seq atomic.Uint64
+
+// RequireRoot skips t unless the process can make network namespaces.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make network namespaces: run `sudo go test ./...` (CI runs as root)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs iproute2's ip command (apt-get install iproute2)")
+	}
+}
+
+// Netns is a network namespace made for one test.
+type Netns struct {
+	Name string
+}
+
+// NewNetns makes a namespace named Prefix+PID+"-"+suffix+N, with its
+// loopback up, and deletes it when t ends. It first removes namespaces left
+// over by processes that no longer run.
+func NewNetns(t testing.TB, suffix string) *Netns {
+	t.Helper()
+	RequireRoot(t)
+	RemoveLeftovers()
+	n := &Netns{Name: fmt.Sprintf("%s%d-%s%d", Prefix, os.Getpid(), suffix, seq.Add(1))}
+	if err := run("ip", "netns", "add", n.Name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := run("ip", "netns", "del", n.Name); err != nil {
+			t.Errorf("removing namespace: %v", err)
+		}
+	})
+	n.MustIP(t, "link", "set", "lo", "up")
+	return n
+}
+
+// RemoveLeftovers deletes namespaces with Prefix whose process is gone.
+func RemoveLeftovers() {
+	entries, _ := os.ReadDir(netnsDir)
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), Prefix)
+		if !ok {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue
+		}
+		_ = run("ip", "netns", "del", e.Name())
+	}
+}
+
+// IP runs `ip -n NAME args...`.
+func (n *Netns) IP(args ...string) error {
+	return run("ip", append([]string{"-n", n.Name}, args...)...)
+}
+
+// MustIP is IP that fails t on error.
+func (n *Netns) MustIP(t testing.TB, args ...string) {
+	t.Helper()
+	if err := n.IP(args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Do runs fn on a thread inside the namespace. Sockets fn creates belong to
+// the namespace for their whole life, whichever goroutine uses them later;
+// goroutines fn starts do not run inside it.
+func (n *Netns) Do(fn func() error) error {
+	target, err := os.Open(filepath.Join(netnsDir, n.Name))
+	if err != nil {
+		return err
+	}
+	defer target.Close()
+	runtime.LockOSThread()
+	orig, err := os.Open(fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid()))
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer orig.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("setns %s: %w", n.Name, err)
+	}
+	fnErr := fn()
+	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+		// The thread is in the wrong namespace: keep it locked so it dies
+		// with this goroutine instead of running other goroutines.
+		return fmt.Errorf("setns back: %w", err)
+	}
+	runtime.UnlockOSThread()
+	return fnErr
+}
+
+// Veth joins a and b with a veth pair named aName (in a) and bName (in b),
+// both up, with the given addresses (CIDR, e.g. "10.71.1.1/24").
+func Veth(t testing.TB, a *Netns, aName, aAddr string, b *Netns, bName, bAddr string) {
+	t.Helper()
+	if err := run("ip", "link", "add", aName, "netns", a.Name, "type", "veth", "peer", "name", bName, "netns", b.Name); err != nil {
+		t.Fatal(err)
+	}
+	a.MustIP(t, "addr", "add", aAddr, "dev", aName)
+	b.MustIP(t, "addr", "add", bAddr, "dev", bName)
+	a.MustIP(t, "link", "set", aName, "up")
+	b.MustIP(t, "link", "set", bName, "up")
+}
+
+// ChildEnv is set in the environment of a test process that RunTest starts
+// inside a namespace.
+const ChildEnv = "INTENTS_TESTBED_CHILD"
+
+// RunTest runs the test named name of this test binary again, in a new
+// process inside n, with ChildEnv=arg, and fails t if it fails. Everything
+// the child does (every goroutine, every socket) happens inside n, which a
+// multi-threaded Go process cannot arrange for itself.
+func RunTest(t testing.TB, n *Netns, name, arg string) {
+	t.Helper()
+	args := []string{"netns", "exec", n.Name, os.Args[0], "-test.run", "^" + name + "$", "-test.v", "-test.count=1"}
+	cmd := exec.Command("ip", args...)
+	cmd.Env = append(os.Environ(), ChildEnv+"="+arg)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	text := out.String()
+	if err != nil || !strings.Contains(text, "--- PASS: "+name) {
+		t.Fatalf("%s %s inside %s: %v\n%s", name, arg, n.Name, err, text)
+	}
+	t.Logf("%s %s inside %s passed:\n%s", name, arg, n.Name, indent(text))
+}
+
+func indent(s string) string {
+	return "\t" + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n\t")
+}
+
+func run(name string, args ...string) error {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}

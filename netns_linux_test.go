@@ -1,0 +1,387 @@
+package intents_test
+
+// Privileged integration tests: a client namespace with two paths (veth
+// pairs p1c and p2c) to a server namespace that has a DNS server per path,
+// each giving a different answer for www.test, and an echo server that tells
+// the client which addresses it saw. The client side of every scenario runs
+// as a child test process inside the client namespace (testbed.RunTest), so
+// every socket the library opens is the namespace's; the parent checks what
+// the servers saw.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sockintents/intents"
+	"github.com/sockintents/intents/internal/testbed"
+	"github.com/sockintents/intents/policy"
+)
+
+const (
+	webAddr1 = "10.71.100.1" // what path 1's DNS says www.test is
+	webAddr2 = "10.71.100.2" // what path 2's DNS says
+	echoPort = "8080"
+)
+
+type twoPaths struct {
+	client, server *testbed.Netns
+	dns            [2]*countingDNS
+	echo           *echoServer
+}
+
+func setupTwoPaths(t *testing.T) *twoPaths {
+	testbed.RequireRoot(t)
+	tp := &twoPaths{client: testbed.NewNetns(t, "cli"), server: testbed.NewNetns(t, "srv")}
+	testbed.Veth(t, tp.client, "p1c", "10.71.1.1/24", tp.server, "p1s", "10.71.1.2/24")
+	testbed.Veth(t, tp.client, "p2c", "10.71.2.1/24", tp.server, "p2s", "10.71.2.2/24")
+	tp.server.MustIP(t, "addr", "add", webAddr1+"/32", "dev", "lo")
+	tp.server.MustIP(t, "addr", "add", webAddr2+"/32", "dev", "lo")
+	tp.restoreLinks(t)
+	require.NoError(t, tp.server.Do(func() error {
+		tp.dns[0] = startCountingDNS(t, "10.71.1.2:53", webAddr1)
+		tp.dns[1] = startCountingDNS(t, "10.71.2.2:53", webAddr2)
+		var err error
+		tp.echo, err = startEcho(t, ":"+echoPort)
+		return err
+	}))
+	return tp
+}
+
+// restoreLinks brings both client links up and routes the web addresses
+// over both paths (path 1 preferred by metric), as a child may have taken a
+// link down, which drops its routes.
+func (tp *twoPaths) restoreLinks(t *testing.T) {
+	for i, dev := range []string{"p1c", "p2c"} {
+		tp.client.MustIP(t, "link", "set", dev, "up")
+		tp.client.MustIP(t, "route", "replace", "10.71.100.0/24", "via", fmt.Sprintf("10.71.%d.2", i+1),
+			"dev", dev, "metric", fmt.Sprint(100*(i+1)))
+	}
+}
+
+func (tp *twoPaths) run(t *testing.T, scenario string) {
+	testbed.RunTest(t, tp.client, "TestNetnsClient", scenario)
+	tp.restoreLinks(t)
+}
+
+func TestNetnsTwoPaths(t *testing.T) {
+	tp := setupTwoPaths(t)
+
+	t.Run("prefer path 2: its DNS, its address", func(t *testing.T) {
+		d1, d2, n := tp.dns[0].count(), tp.dns[1].count(), tp.echo.accepted()
+		tp.run(t, "prefer2")
+		assert.Zero(t, tp.dns[0].count()-d1, "path 1's DNS server was never asked")
+		assert.Positive(t, tp.dns[1].count()-d2)
+		assert.Equal(t, []string{"10.71.2.1 -> " + webAddr2}, tp.echo.since(n), "the server saw path 2")
+	})
+	t.Run("prefer path 1: its DNS, its address", func(t *testing.T) {
+		d1, d2, n := tp.dns[0].count(), tp.dns[1].count(), tp.echo.accepted()
+		tp.run(t, "prefer1")
+		assert.Positive(t, tp.dns[0].count()-d1)
+		assert.Zero(t, tp.dns[1].count()-d2, "path 2's DNS server was never asked")
+		assert.Equal(t, []string{"10.71.1.1 -> " + webAddr1}, tp.echo.since(n), "the server saw path 1")
+	})
+	t.Run("a prohibited path is not used even when it is the only one up", func(t *testing.T) {
+		d1, d2, n := tp.dns[0].count(), tp.dns[1].count(), tp.echo.accepted()
+		tp.run(t, "prohibit")
+		assert.Zero(t, tp.dns[0].count()-d1)
+		assert.Zero(t, tp.dns[1].count()-d2)
+		assert.Empty(t, tp.echo.since(n), "nothing reached the server")
+	})
+	t.Run("zero Dialer is net.Dialer", func(t *testing.T) {
+		n := tp.echo.accepted()
+		tp.run(t, "zero")
+		assert.Equal(t, []string{"10.71.1.1 -> " + webAddr1, "10.71.1.1 -> " + webAddr1}, tp.echo.since(n),
+			"both went the routing table's way")
+	})
+	t.Run("path 1 down: the next dial uses path 2", func(t *testing.T) {
+		n := tp.echo.accepted()
+		tp.run(t, "failover")
+		assert.Equal(t, []string{
+			"10.71.1.1 -> " + webAddr1, // before
+			"10.71.2.1 -> " + webAddr2, // after the table saw the link go down
+			"10.71.2.1 -> " + webAddr2, // a manager that does not watch: path 1 fails, path 2 serves
+		}, tp.echo.since(n))
+	})
+	t.Run("discovery and watching", func(t *testing.T) {
+		tp.run(t, "discover")
+	})
+	t.Run("LookupEndpoints", func(t *testing.T) {
+		n := tp.echo.accepted()
+		tp.run(t, "endpoints")
+		assert.Equal(t, []string{"10.71.2.1 -> " + webAddr2}, tp.echo.since(n))
+	})
+}
+
+// TestNetnsClient is the client half of TestNetnsTwoPaths; it runs only in
+// the child process that test starts inside the client namespace.
+func TestNetnsClient(t *testing.T) {
+	scenario := os.Getenv(testbed.ChildEnv)
+	if scenario == "" {
+		t.Skip("client half of TestNetnsTwoPaths: runs only inside the namespace that test makes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	explicit := func(t *testing.T, watch bool) *intents.Manager {
+		m, err := intents.NewManager(intents.Config{
+			Paths: []intents.PathConfig{
+				{Interface: "p1c", DNS: []string{"10.71.1.2"}},
+				{Interface: "p2c", DNS: []string{"10.71.2.2"}},
+			},
+			Policy:  &policy.ByCategory{},
+			NoWatch: !watch,
+		})
+		require.NoError(t, err)
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	prefer := func(name string) context.Context {
+		return intents.WithIntents(ctx, intents.Intents{Interfaces: map[string]intents.Level{name: intents.LevelPrefer}})
+	}
+
+	switch scenario {
+	case "prefer1", "prefer2":
+		path, web := "p1c", webAddr1
+		if scenario == "prefer2" {
+			path, web = "p2c", webAddr2
+		}
+		d := intents.Dialer{Manager: explicit(t, false)}
+		conn, err := d.DialContext(prefer(path), "tcp", "www.test:"+echoPort)
+		require.NoError(t, err)
+		defer conn.Close()
+		p, binding := intents.PathOf(conn)
+		require.NotNil(t, p)
+		assert.Equal(t, path, p.Name)
+		assert.Equal(t, intents.BindInterface, binding)
+		local := netip.MustParseAddrPort(conn.LocalAddr().String()).Addr()
+		assert.Equal(t, p.Addrs[0], local)
+		assert.Equal(t, fmt.Sprintf("%s -> %s", local, web), readEcho(t, conn))
+
+	case "prohibit":
+		m := explicit(t, true)
+		setLink(t, m, "p2c", false)
+		d := intents.Dialer{Manager: m}
+		ctx := intents.WithIntents(ctx, intents.Intents{Interfaces: map[string]intents.Level{"p1c": intents.LevelProhibit}})
+		_, err := d.DialContext(ctx, "tcp", "www.test:"+echoPort)
+		var npe *intents.NoPathError
+		require.ErrorAs(t, err, &npe)
+		var oe *net.OpError
+		assert.ErrorAs(t, err, &oe, "errors are *net.OpError")
+		assert.ErrorIs(t, err, intents.ErrNoPath)
+		assert.Equal(t, []intents.Exclusion{{Path: "p1c", Reason: "prohibited (prohibit=p1c)"}, {Path: "p2c", Reason: "down"}}, npe.Excluded)
+		_, err = d.DialContext(ctx, "tcp", webAddr1+":"+echoPort)
+		assert.ErrorIs(t, err, intents.ErrNoPath, "literal addresses too")
+
+	case "zero":
+		var zero intents.Dialer
+		var plain net.Dialer
+		a, err := zero.DialContext(ctx, "tcp", webAddr1+":"+echoPort)
+		require.NoError(t, err)
+		defer a.Close()
+		b, err := plain.DialContext(ctx, "tcp", webAddr1+":"+echoPort)
+		require.NoError(t, err)
+		defer b.Close()
+		assert.IsType(t, &net.TCPConn{}, a, "the zero Dialer returns what net.Dialer does")
+		p, binding := intents.PathOf(a)
+		assert.Nil(t, p)
+		assert.Equal(t, intents.BindNone, binding)
+		assert.Equal(t, readEcho(t, b), readEcho(t, a))
+
+	case "failover":
+		m := explicit(t, true)
+		d := intents.Dialer{Manager: m}
+		ctx := prefer("p1c")
+		dialVia := func(d *intents.Dialer, want string) {
+			t.Helper()
+			conn, err := d.DialContext(ctx, "tcp", "www.test:"+echoPort)
+			require.NoError(t, err)
+			defer conn.Close()
+			p, _ := intents.PathOf(conn)
+			assert.Equal(t, want, p.Name)
+			readEcho(t, conn)
+		}
+		stale := &intents.Dialer{Manager: explicit(t, false)}
+		dialVia(&d, "p1c")
+		setLink(t, m, "p1c", false)
+		dialVia(&d, "p2c")
+		assert.True(t, stale.Manager.Path("p1c").Up, "a manager that does not watch still thinks p1c is up")
+		dialVia(stale, "p2c")
+
+	case "discover":
+		dir := t.TempDir()
+		resolvConf := filepath.Join(dir, "resolv.conf")
+		require.NoError(t, os.WriteFile(resolvConf, []byte("nameserver 10.71.1.2\nsearch corp.test\n"), 0o644))
+		m, err := intents.NewManager(intents.Config{ResolvConf: resolvConf})
+		require.NoError(t, err)
+		defer m.Close()
+		var got []string
+		for _, p := range m.Paths() {
+			got = append(got, fmt.Sprintf("%s %s up=%v %v dns=%v %s search=%v", p.Name, p.Type, p.Up, p.Addrs, p.DNS, p.DNSSource, p.Search))
+		}
+		assert.Equal(t, []string{
+			"lo loopback up=true [127.0.0.1 ::1] dns=[10.71.1.2:53] resolv.conf search=[corp.test]",
+			"p1c other up=true [10.71.1.1] dns=[10.71.1.2:53] resolv.conf search=[corp.test]",
+			"p2c other up=true [10.71.2.1] dns=[10.71.1.2:53] resolv.conf search=[corp.test]",
+		}, got)
+
+		changed := m.Changed()
+		require.NoError(t, sh("ip", "addr", "add", "10.71.1.77/24", "dev", "p1c"))
+		waitFor(t, m, changed, func() bool {
+			return len(m.Path("p1c").Addrs) == 2
+		})
+		assert.Equal(t, "10.71.1.77", m.Path("p1c").Addrs[1].String())
+
+	case "endpoints":
+		r := explicit(t, false).Resolver()
+		eps, err := r.LookupEndpoints(prefer("p2c"), "tcp", "www.test", "http-alt")
+		require.NoError(t, err)
+		require.Len(t, eps, 2, "one per path: path 2's answer, then path 1's")
+		assert.Equal(t, webAddr2+":8080", eps[0].Remote.String())
+		assert.Equal(t, "10.71.2.1", eps[0].Local.String())
+		assert.Equal(t, "p2c", eps[0].Path.Name)
+		assert.Equal(t, webAddr1+":8080", eps[1].Remote.String())
+		assert.Equal(t, "p1c", eps[1].Path.Name)
+		conn, err := eps[0].Dialer(nil).DialContext(ctx, "tcp", eps[0].Remote.String())
+		require.NoError(t, err)
+		defer conn.Close()
+		readEcho(t, conn)
+
+	default:
+		t.Fatalf("unknown scenario %q", scenario)
+	}
+}
+
+// setLink sets dev up or down and waits until m's table says so.
+func setLink(t *testing.T, m *intents.Manager, dev string, up bool) {
+	t.Helper()
+	changed := m.Changed()
+	state := map[bool]string{true: "up", false: "down"}[up]
+	require.NoError(t, sh("ip", "link", "set", dev, state))
+	waitFor(t, m, changed, func() bool { return m.Path(dev).Up == up })
+}
+
+// waitFor waits on m's change notifications (from changed on) until cond.
+func waitFor(t *testing.T, m *intents.Manager, changed <-chan struct{}, cond func() bool) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for !cond() {
+		select {
+		case <-changed:
+			changed = m.Changed()
+		case <-timeout:
+			t.Fatal("the path table did not change")
+		}
+	}
+}
+
+func sh(name string, args ...string) error {
+	out, err := osexec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %v: %v: %s", name, args, err, out)
+	}
+	return nil
+}
+
+func readEcho(t *testing.T, conn net.Conn) string {
+	t.Helper()
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	require.NoError(t, err)
+	return strings.TrimSpace(line)
+}
+
+// countingDNS answers www.test with one address and counts queries.
+type countingDNS struct{ n atomic.Int64 }
+
+func (c *countingDNS) count() int64 { return c.n.Load() }
+
+func startCountingDNS(t *testing.T, addr, answer string) *countingDNS {
+	c := &countingDNS{}
+	handler := dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+		c.n.Add(1)
+		m := new(dns.Msg)
+		m.SetReply(q)
+		if q.Question[0].Qtype == dns.TypeA && q.Question[0].Name == "www.test." {
+			rr, _ := dns.NewRR("www.test. 60 IN A " + answer)
+			m.Answer = append(m.Answer, rr)
+		}
+		_ = w.WriteMsg(m)
+	})
+	pc, err := net.ListenPacket("udp", addr)
+	require.NoError(t, err)
+	l, err := net.Listen("tcp", addr)
+	require.NoError(t, err)
+	for _, srv := range []*dns.Server{{PacketConn: pc, Handler: handler}, {Listener: l, Handler: handler}} {
+		started, served := make(chan struct{}), make(chan struct{})
+		srv.NotifyStartedFunc = func() { close(started) }
+		go func() { defer close(served); _ = srv.ActivateAndServe() }()
+		<-started
+		t.Cleanup(func() { _ = srv.Shutdown(); <-served })
+	}
+	return c
+}
+
+// echoServer writes "REMOTE-IP -> LOCAL-IP\n" to each connection and logs it.
+type echoServer struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (e *echoServer) accepted() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.log)
+}
+
+func (e *echoServer) since(n int) []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.log[n:]...)
+}
+
+func startEcho(t *testing.T, addr string) (*echoServer, error) {
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	l, err := lc.Listen(context.Background(), "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	e := &echoServer{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				if !errors.Is(err, net.ErrClosed) {
+					t.Errorf("accept: %v", err)
+				}
+				return
+			}
+			remote := netip.MustParseAddrPort(c.RemoteAddr().String()).Addr()
+			local := netip.MustParseAddrPort(c.LocalAddr().String()).Addr()
+			line := fmt.Sprintf("%s -> %s", remote, local)
+			e.mu.Lock()
+			e.log = append(e.log, line)
+			e.mu.Unlock()
+			_, _ = fmt.Fprintln(c, line)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { l.Close(); <-done })
+	return e, nil
+}
