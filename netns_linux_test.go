@@ -75,7 +75,7 @@ func (tp *twoPaths) restoreLinks(t *testing.T) {
 }
 
 func (tp *twoPaths) run(t *testing.T, scenario string) {
-	testbed.RunTest(t, tp.client, "TestNetnsClient", scenario)
+	testbed.RunTest(t, tp.client, "TestNetnsTwoPathsChild", scenario)
 	tp.restoreLinks(t)
 }
 
@@ -128,9 +128,9 @@ func TestNetnsTwoPaths(t *testing.T) {
 	})
 }
 
-// TestNetnsClient is the client half of TestNetnsTwoPaths; it runs only in
+// TestNetnsTwoPathsChild is the client half of TestNetnsTwoPaths; it runs only in
 // the child process that test starts inside the client namespace.
-func TestNetnsClient(t *testing.T) {
+func TestNetnsTwoPathsChild(t *testing.T) {
 	scenario := os.Getenv(testbed.ChildEnv)
 	if scenario == "" {
 		t.Skip("client half of TestNetnsTwoPaths: runs only inside the namespace that test makes")

@@ -135,9 +135,9 @@ type Endpoint struct {
 }
 
 // Control binds a socket to the endpoint's interface; it has the signature
-// of net.Dialer.Control. Where the OS cannot bind to an interface (or the
-// process lacks the privilege on Linux) only the source address steers the
-// socket, which needs source-based routing to be reliable.
+// of net.Dialer.Control. Where the OS cannot bind to an interface (or, on
+// Linux before 5.7, the process lacks CAP_NET_RAW) only the source address
+// steers the socket, which needs source-based routing to be reliable.
 func (e Endpoint) Control(network, _ string, c syscall.RawConn) error {
 	if e.Path == nil {
 		return nil

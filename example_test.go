@@ -1,0 +1,140 @@
+package intents_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"time"
+
+	"github.com/sockintents/intents"
+	"github.com/sockintents/intents/policy"
+)
+
+// A zero Dialer is a net.Dialer: drop it in, then add intents and a Manager
+// where you want path selection.
+func ExampleDialer() {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			io.WriteString(c, "hello\n")
+			c.Close()
+		}
+	}()
+
+	var d intents.Dialer
+	ctx := intents.WithIntents(context.Background(), intents.Intents{Category: intents.CategoryQuery})
+	conn, err := d.DialContext(ctx, "tcp", l.Addr().String())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	line, _ := io.ReadAll(conn)
+	path, binding := intents.PathOf(conn)
+	fmt.Printf("%s path=%v binding=%s\n", line[:5], path, binding)
+	// Output: hello path=<nil> binding=none
+}
+
+// With a Manager and a policy, each dial goes out on the path the intents
+// and the policy choose: here bulk transfers to the path with the most
+// bandwidth, never over cellular.
+func ExampleDialer_withManager() {
+	m, err := intents.NewManager(intents.Config{
+		Paths: []intents.PathConfig{
+			{Interface: "eth0", DNS: []string{"192.0.2.53"}, Bandwidth: 100e6},
+			{Interface: "wwan0", Type: intents.TypeCellular, Bandwidth: 50e6},
+		},
+		Policy: &policy.ByCategory{},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	d := intents.Dialer{Manager: m, Timeout: 10 * time.Second}
+	ctx := intents.WithIntents(context.Background(), intents.Intents{
+		Category:         intents.CategoryBulk,
+		SizeToBeReceived: 200 << 20,
+		Types:            map[intents.InterfaceType]intents.Level{intents.TypeCellular: intents.LevelProhibit},
+	})
+	conn, err := d.DialContext(ctx, "tcp", "downloads.example:443")
+	if err != nil {
+		var npe *intents.NoPathError
+		if errors.As(err, &npe) {
+			fmt.Println("no path:", npe.Excluded)
+		}
+		return
+	}
+	defer conn.Close()
+	p, _ := intents.PathOf(conn)
+	fmt.Println("downloading over", p.Name)
+}
+
+// Intents parse from, and print as, a compact text form for flags and
+// environment variables.
+func ExampleParseIntents() {
+	in, err := intents.ParseIntents("category=bulk,recv=10MB,prefer=wifi,prohibit=cellular")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(in.Category, in.SizeToBeReceived, in.Types[intents.TypeWifi], in.Types[intents.TypeCellular])
+	fmt.Println(in)
+
+	_, err = intents.ParseIntents("category=huge")
+	fmt.Println(err)
+	// Output:
+	// bulk 10000000 prefer prohibit
+	// category=bulk,recv=10MB,prefer=wifi,prohibit=cellular
+	// intents: bad value "huge" for category: want one of query, bulk, control, keepalive, stream
+}
+
+// A request's intents refine those of its context, field by field.
+func ExampleWithIntents() {
+	ctx := intents.WithIntents(context.Background(), intents.Intents{
+		Category: intents.CategoryBulk, Cost: intents.CostOptimize,
+	})
+	ctx = intents.WithIntents(ctx, intents.Intents{SizeToBeReceived: 64 << 10, Category: intents.CategoryQuery})
+	in, _ := intents.FromContext(ctx)
+	fmt.Println(in)
+	// Output: category=query,recv=64KiB,cost=optimize
+}
+
+// LookupEndpoints is the paper's augmented name resolution: endpoints
+// ordered by the policy, each with the source address and binding to use,
+// for applications that connect themselves.
+func ExampleResolver_LookupEndpoints() {
+	m, err := intents.NewManager(intents.Config{NoWatch: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	eps, err := m.Resolver().LookupEndpoints(context.Background(), "tcp", "127.0.0.1", "http")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, ep := range eps {
+		fmt.Println(ep.Remote, ep.Path) // a nil Path: the OS routes (loopback needs no path choice)
+		d := ep.Dialer(&net.Dialer{Timeout: time.Second})
+		_ = d // d.DialContext(ctx, "tcp", ep.Remote.String()) connects as the endpoint says
+	}
+	// Output: 127.0.0.1:80 <nil>
+}
+
+// Manager.Paths shows the path table, e.g. for a status page.
+func ExampleManager_Paths() {
+	m, err := intents.NewManager(intents.Config{NoWatch: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, p := range m.Paths() {
+		if p.Type == intents.TypeLoopback {
+			fmt.Println(p.Type, p.Up, p.Addrs[0])
+		}
+	}
+	// Output: loopback true 127.0.0.1
+}
