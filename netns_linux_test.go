@@ -1,7 +1,7 @@
 package intents_test
 
 // Privileged integration tests: a client namespace with two paths (veth
-// pairs p1c and p2c) to a server namespace that has a DNS server per path,
+// pairs p1 and p2) to a server namespace that has a DNS server per path,
 // each giving a different answer for www.test, and an echo server that tells
 // the client which addresses it saw. The client side of every scenario runs
 // as a child test process inside the client namespace (testbed.RunTest), so
@@ -20,11 +20,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/miekg/dns"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -40,22 +38,19 @@ const (
 )
 
 type twoPaths struct {
-	client, server *testbed.Netns
-	dns            [2]*countingDNS
-	echo           *echoServer
+	tb   *testbed.Testbed
+	dns  []*testbed.DNSServer
+	echo *echoServer
 }
 
+// setupTwoPaths starts a testbed of two veth paths (p1, p2) and two server
+// hosts; path i's DNS server says www.test is host i.
 func setupTwoPaths(t *testing.T) *twoPaths {
-	testbed.RequireRoot(t)
-	tp := &twoPaths{client: testbed.NewNetns(t, "cli"), server: testbed.NewNetns(t, "srv")}
-	testbed.Veth(t, tp.client, "p1c", "10.71.1.1/24", tp.server, "p1s", "10.71.1.2/24")
-	testbed.Veth(t, tp.client, "p2c", "10.71.2.1/24", tp.server, "p2s", "10.71.2.2/24")
-	tp.server.MustIP(t, "addr", "add", webAddr1+"/32", "dev", "lo")
-	tp.server.MustIP(t, "addr", "add", webAddr2+"/32", "dev", "lo")
-	tp.restoreLinks(t)
-	require.NoError(t, tp.server.Do(func() error {
-		tp.dns[0] = startCountingDNS(t, "10.71.1.2:53", webAddr1)
-		tp.dns[1] = startCountingDNS(t, "10.71.2.2:53", webAddr2)
+	tp := &twoPaths{tb: testbed.New(t, testbed.Spec{Paths: []testbed.PathSpec{{Veth: true}, {Veth: true}}, Servers: 2})}
+	var err error
+	tp.dns, err = tp.tb.StartDNS()
+	require.NoError(t, err)
+	require.NoError(t, tp.tb.Server.Do(func() error {
 		var err error
 		tp.echo, err = startEcho(t, ":"+echoPort)
 		return err
@@ -63,44 +58,42 @@ func setupTwoPaths(t *testing.T) *twoPaths {
 	return tp
 }
 
-// restoreLinks brings both client links up and routes the web addresses
-// over both paths (path 1 preferred by metric), as a child may have taken a
-// link down, which drops its routes.
-func (tp *twoPaths) restoreLinks(t *testing.T) {
-	for i, dev := range []string{"p1c", "p2c"} {
-		tp.client.MustIP(t, "link", "set", dev, "up")
-		tp.client.MustIP(t, "route", "replace", "10.71.100.0/24", "via", fmt.Sprintf("10.71.%d.2", i+1),
-			"dev", dev, "metric", fmt.Sprint(100*(i+1)))
+// run runs a scenario in the client namespace, then brings both links back
+// up, as a child may have taken one down.
+func (tp *twoPaths) run(t *testing.T, scenario string) {
+	testbed.RunTest(t, tp.tb.Client, "TestNetnsTwoPathsChild", scenario)
+	for _, p := range tp.tb.Paths {
+		require.NoError(t, tp.tb.SetLinkUp(p, true))
 	}
 }
 
-func (tp *twoPaths) run(t *testing.T, scenario string) {
-	testbed.RunTest(t, tp.client, "TestNetnsTwoPathsChild", scenario)
-	tp.restoreLinks(t)
-}
+func (tp *twoPaths) queries() (int64, int64) { return tp.dns[0].Queries(), tp.dns[1].Queries() }
 
 func TestNetnsTwoPaths(t *testing.T) {
 	tp := setupTwoPaths(t)
 
 	t.Run("prefer path 2: its DNS, its address", func(t *testing.T) {
-		d1, d2, n := tp.dns[0].count(), tp.dns[1].count(), tp.echo.accepted()
+		d1, d2 := tp.queries()
+		n := tp.echo.accepted()
 		tp.run(t, "prefer2")
-		assert.Zero(t, tp.dns[0].count()-d1, "path 1's DNS server was never asked")
-		assert.Positive(t, tp.dns[1].count()-d2)
+		assert.Zero(t, tp.dns[0].Queries()-d1, "path 1's DNS server was never asked")
+		assert.Positive(t, tp.dns[1].Queries()-d2)
 		assert.Equal(t, []string{"10.71.2.1 -> " + webAddr2}, tp.echo.since(n), "the server saw path 2")
 	})
 	t.Run("prefer path 1: its DNS, its address", func(t *testing.T) {
-		d1, d2, n := tp.dns[0].count(), tp.dns[1].count(), tp.echo.accepted()
+		d1, d2 := tp.queries()
+		n := tp.echo.accepted()
 		tp.run(t, "prefer1")
-		assert.Positive(t, tp.dns[0].count()-d1)
-		assert.Zero(t, tp.dns[1].count()-d2, "path 2's DNS server was never asked")
+		assert.Positive(t, tp.dns[0].Queries()-d1)
+		assert.Zero(t, tp.dns[1].Queries()-d2, "path 2's DNS server was never asked")
 		assert.Equal(t, []string{"10.71.1.1 -> " + webAddr1}, tp.echo.since(n), "the server saw path 1")
 	})
 	t.Run("a prohibited path is not used even when it is the only one up", func(t *testing.T) {
-		d1, d2, n := tp.dns[0].count(), tp.dns[1].count(), tp.echo.accepted()
+		d1, d2 := tp.queries()
+		n := tp.echo.accepted()
 		tp.run(t, "prohibit")
-		assert.Zero(t, tp.dns[0].count()-d1)
-		assert.Zero(t, tp.dns[1].count()-d2)
+		assert.Zero(t, tp.dns[0].Queries()-d1)
+		assert.Zero(t, tp.dns[1].Queries()-d2)
 		assert.Empty(t, tp.echo.since(n), "nothing reached the server")
 	})
 	t.Run("zero Dialer is net.Dialer", func(t *testing.T) {
@@ -140,8 +133,8 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 	explicit := func(t *testing.T, watch bool) *intents.Manager {
 		m, err := intents.NewManager(intents.Config{
 			Paths: []intents.PathConfig{
-				{Interface: "p1c", DNS: []string{"10.71.1.2"}},
-				{Interface: "p2c", DNS: []string{"10.71.2.2"}},
+				{Interface: "p1", DNS: []string{"10.71.1.2"}},
+				{Interface: "p2", DNS: []string{"10.71.2.2"}},
 			},
 			Policy:  &policy.ByCategory{},
 			NoWatch: !watch,
@@ -156,9 +149,9 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 
 	switch scenario {
 	case "prefer1", "prefer2":
-		path, web := "p1c", webAddr1
+		path, web := "p1", webAddr1
 		if scenario == "prefer2" {
-			path, web = "p2c", webAddr2
+			path, web = "p2", webAddr2
 		}
 		d := intents.Dialer{Manager: explicit(t, false)}
 		conn, err := d.DialContext(prefer(path), "tcp", "www.test:"+echoPort)
@@ -174,16 +167,16 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 
 	case "prohibit":
 		m := explicit(t, true)
-		setLink(t, m, "p2c", false)
+		setLink(t, m, "p2", false)
 		d := intents.Dialer{Manager: m}
-		ctx := intents.WithIntents(ctx, intents.Intents{Interfaces: map[string]intents.Level{"p1c": intents.LevelProhibit}})
+		ctx := intents.WithIntents(ctx, intents.Intents{Interfaces: map[string]intents.Level{"p1": intents.LevelProhibit}})
 		_, err := d.DialContext(ctx, "tcp", "www.test:"+echoPort)
 		var npe *intents.NoPathError
 		require.ErrorAs(t, err, &npe)
 		var oe *net.OpError
 		assert.ErrorAs(t, err, &oe, "errors are *net.OpError")
 		assert.ErrorIs(t, err, intents.ErrNoPath)
-		assert.Equal(t, []intents.Exclusion{{Path: "p1c", Reason: "prohibited (prohibit=p1c)"}, {Path: "p2c", Reason: "down"}}, npe.Excluded)
+		assert.Equal(t, []intents.Exclusion{{Path: "p1", Reason: "prohibited (prohibit=p1)"}, {Path: "p2", Reason: "down"}}, npe.Excluded)
 		_, err = d.DialContext(ctx, "tcp", webAddr1+":"+echoPort)
 		assert.ErrorIs(t, err, intents.ErrNoPath, "literal addresses too")
 
@@ -205,7 +198,7 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 	case "failover":
 		m := explicit(t, true)
 		d := intents.Dialer{Manager: m}
-		ctx := prefer("p1c")
+		ctx := prefer("p1")
 		dialVia := func(d *intents.Dialer, want string) {
 			t.Helper()
 			conn, err := d.DialContext(ctx, "tcp", "www.test:"+echoPort)
@@ -216,11 +209,11 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 			readEcho(t, conn)
 		}
 		stale := &intents.Dialer{Manager: explicit(t, false)}
-		dialVia(&d, "p1c")
-		setLink(t, m, "p1c", false)
-		dialVia(&d, "p2c")
-		assert.True(t, stale.Manager.Path("p1c").Up, "a manager that does not watch still thinks p1c is up")
-		dialVia(stale, "p2c")
+		dialVia(&d, "p1")
+		setLink(t, m, "p1", false)
+		dialVia(&d, "p2")
+		assert.True(t, stale.Manager.Path("p1").Up, "a manager that does not watch still thinks p1 is up")
+		dialVia(stale, "p2")
 
 	case "discover":
 		dir := t.TempDir()
@@ -235,27 +228,27 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 		}
 		assert.Equal(t, []string{
 			"lo loopback up=true [127.0.0.1 ::1] dns=[10.71.1.2:53] resolv.conf search=[corp.test]",
-			"p1c other up=true [10.71.1.1] dns=[10.71.1.2:53] resolv.conf search=[corp.test]",
-			"p2c other up=true [10.71.2.1] dns=[10.71.1.2:53] resolv.conf search=[corp.test]",
+			"p1 other up=true [10.71.1.1] dns=[10.71.1.2:53] resolv.conf search=[corp.test]",
+			"p2 other up=true [10.71.2.1] dns=[10.71.1.2:53] resolv.conf search=[corp.test]",
 		}, got)
 
 		changed := m.Changed()
-		require.NoError(t, sh("ip", "addr", "add", "10.71.1.77/24", "dev", "p1c"))
+		require.NoError(t, sh("ip", "addr", "add", "10.71.1.77/24", "dev", "p1"))
 		waitFor(t, m, changed, func() bool {
-			return len(m.Path("p1c").Addrs) == 2
+			return len(m.Path("p1").Addrs) == 2
 		})
-		assert.Equal(t, "10.71.1.77", m.Path("p1c").Addrs[1].String())
+		assert.Equal(t, "10.71.1.77", m.Path("p1").Addrs[1].String())
 
 	case "endpoints":
 		r := explicit(t, false).Resolver()
-		eps, err := r.LookupEndpoints(prefer("p2c"), "tcp", "www.test", "http-alt")
+		eps, err := r.LookupEndpoints(prefer("p2"), "tcp", "www.test", "http-alt")
 		require.NoError(t, err)
 		require.Len(t, eps, 2, "one per path: path 2's answer, then path 1's")
 		assert.Equal(t, webAddr2+":8080", eps[0].Remote.String())
 		assert.Equal(t, "10.71.2.1", eps[0].Local.String())
-		assert.Equal(t, "p2c", eps[0].Path.Name)
+		assert.Equal(t, "p2", eps[0].Path.Name)
 		assert.Equal(t, webAddr1+":8080", eps[1].Remote.String())
-		assert.Equal(t, "p1c", eps[1].Path.Name)
+		assert.Equal(t, "p1", eps[1].Path.Name)
 		conn, err := eps[0].Dialer(nil).DialContext(ctx, "tcp", eps[0].Remote.String())
 		require.NoError(t, err)
 		defer conn.Close()
@@ -302,37 +295,6 @@ func readEcho(t *testing.T, conn net.Conn) string {
 	line, err := bufio.NewReader(conn).ReadString('\n')
 	require.NoError(t, err)
 	return strings.TrimSpace(line)
-}
-
-// countingDNS answers www.test with one address and counts queries.
-type countingDNS struct{ n atomic.Int64 }
-
-func (c *countingDNS) count() int64 { return c.n.Load() }
-
-func startCountingDNS(t *testing.T, addr, answer string) *countingDNS {
-	c := &countingDNS{}
-	handler := dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
-		c.n.Add(1)
-		m := new(dns.Msg)
-		m.SetReply(q)
-		if q.Question[0].Qtype == dns.TypeA && q.Question[0].Name == "www.test." {
-			rr, _ := dns.NewRR("www.test. 60 IN A " + answer)
-			m.Answer = append(m.Answer, rr)
-		}
-		_ = w.WriteMsg(m)
-	})
-	pc, err := net.ListenPacket("udp", addr)
-	require.NoError(t, err)
-	l, err := net.Listen("tcp", addr)
-	require.NoError(t, err)
-	for _, srv := range []*dns.Server{{PacketConn: pc, Handler: handler}, {Listener: l, Handler: handler}} {
-		started, served := make(chan struct{}), make(chan struct{})
-		srv.NotifyStartedFunc = func() { close(started) }
-		go func() { defer close(served); _ = srv.ActivateAndServe() }()
-		<-started
-		t.Cleanup(func() { _ = srv.Shutdown(); <-served })
-	}
-	return c
 }
 
 // echoServer writes "REMOTE-IP -> LOCAL-IP\n" to each connection and logs it.

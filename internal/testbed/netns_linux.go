@@ -2,13 +2,17 @@ package testbed
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -40,24 +44,96 @@ type Netns struct {
 	Name string
 }
 
-// NewNetns makes a namespace named Prefix+PID+"-"+suffix+N, with its
-// loopback up, and deletes it when t ends. It first removes namespaces left
-// over by processes that no longer run.
+// NewNetns makes a namespace (see CreateNetns) that is deleted when t ends.
+// It skips t without root.
 func NewNetns(t testing.TB, suffix string) *Netns {
 	t.Helper()
 	RequireRoot(t)
-	RemoveLeftovers()
-	n := &Netns{Name: fmt.Sprintf("%s%d-%s%d", Prefix, os.Getpid(), suffix, seq.Add(1))}
-	if err := run("ip", "netns", "add", n.Name); err != nil {
+	n, err := CreateNetns(suffix)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := run("ip", "netns", "del", n.Name); err != nil {
+		if err := n.Close(); err != nil {
 			t.Errorf("removing namespace: %v", err)
 		}
 	})
-	n.MustIP(t, "link", "set", "lo", "up")
 	return n
+}
+
+// CreateNetns makes a namespace named Prefix+PID+"-"+suffix+N with its
+// loopback up. It first removes namespaces left over by processes that no
+// longer run. Close deletes it; so does an interrupt of the process.
+func CreateNetns(suffix string) (*Netns, error) {
+	RemoveLeftovers()
+	n := &Netns{Name: fmt.Sprintf("%s%d-%s%d", Prefix, os.Getpid(), suffix, seq.Add(1))}
+	if err := run("ip", "netns", "add", n.Name); err != nil {
+		return nil, err
+	}
+	track(n.Name)
+	if err := n.IP("link", "set", "lo", "up"); err != nil {
+		n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// Close deletes the namespace, and with it every interface inside it.
+func (n *Netns) Close() error {
+	defer untrack(n.Name)
+	return run("ip", "netns", "del", n.Name)
+}
+
+// Live namespaces of this process, deleted on SIGINT or SIGTERM. The signal
+// watcher runs only while there are any, so it never outlives them.
+var live struct {
+	sync.Mutex
+	names map[string]bool
+	sigs  chan os.Signal
+	done  chan struct{}
+}
+
+func track(name string) {
+	live.Lock()
+	defer live.Unlock()
+	if live.names == nil {
+		live.names = map[string]bool{}
+	}
+	live.names[name] = true
+	if live.sigs != nil {
+		return
+	}
+	live.sigs, live.done = make(chan os.Signal, 1), make(chan struct{})
+	signal.Notify(live.sigs, os.Interrupt, syscall.SIGTERM)
+	go func(sigs chan os.Signal, done chan struct{}) {
+		defer close(done)
+		sig, ok := <-sigs
+		if !ok {
+			return
+		}
+		live.Lock()
+		for name := range live.names {
+			_ = run("ip", "netns", "del", name)
+		}
+		live.Unlock()
+		signal.Reset(sig)
+		_ = syscall.Kill(os.Getpid(), sig.(syscall.Signal))
+	}(live.sigs, live.done)
+}
+
+func untrack(name string) {
+	live.Lock()
+	delete(live.names, name)
+	if len(live.names) > 0 || live.sigs == nil {
+		live.Unlock()
+		return
+	}
+	signal.Stop(live.sigs)
+	close(live.sigs)
+	done := live.done
+	live.sigs, live.done = nil, nil
+	live.Unlock()
+	<-done
 }
 
 // RemoveLeftovers deletes namespaces with Prefix whose process is gone.
@@ -166,4 +242,27 @@ func run(name string, args ...string) error {
 		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
 	}
 	return nil
+}
+
+// Sysctl sets the sysctl key (e.g. "net/ipv4/tcp_fastopen") inside n.
+func (n *Netns) Sysctl(key, value string) error {
+	return run("ip", "netns", "exec", n.Name, "sh", "-c", "echo "+value+" > /proc/sys/"+key)
+}
+
+// DialContext returns a dial function (for http.Transport.DialContext and
+// the like) that creates its sockets inside n with d (nil: a zero
+// net.Dialer). The connections then work from any goroutine.
+func (n *Netns) DialContext(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if d == nil {
+		d = &net.Dialer{}
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := n.Do(func() error {
+			var err error
+			c, err = d.DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}
 }

@@ -1,0 +1,109 @@
+package testbed
+
+import (
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/miekg/dns"
+)
+
+// DNSServer answers on one path's server address (UDP and TCP port 53)
+// from its own zone, so a test can tell which path a name was resolved on.
+type DNSServer struct {
+	Path    *Path
+	Addr    netip.AddrPort
+	queries atomic.Int64
+
+	mu   sync.Mutex
+	zone map[string][]netip.Addr // lower-case FQDN
+}
+
+// Queries is how many queries the server has received.
+func (s *DNSServer) Queries() int64 { return s.queries.Load() }
+
+// Set makes name resolve to addrs (A and AAAA records, TTL 60 s).
+func (s *DNSServer) Set(name string, addrs ...netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.zone[strings.ToLower(dns.Fqdn(name))] = addrs
+}
+
+func (s *DNSServer) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
+	s.queries.Add(1)
+	m := new(dns.Msg)
+	m.SetReply(q)
+	m.Authoritative = true
+	if len(q.Question) != 1 {
+		m.Rcode = dns.RcodeFormatError
+		_ = w.WriteMsg(m)
+		return
+	}
+	question := q.Question[0]
+	s.mu.Lock()
+	addrs, ok := s.zone[strings.ToLower(question.Name)]
+	s.mu.Unlock()
+	if !ok {
+		m.Rcode = dns.RcodeNameError
+	}
+	for _, a := range addrs {
+		hdr := dns.RR_Header{Name: question.Name, Class: dns.ClassINET, Ttl: 60}
+		switch {
+		case a.Is4() && question.Qtype == dns.TypeA:
+			hdr.Rrtype = dns.TypeA
+			m.Answer = append(m.Answer, &dns.A{Hdr: hdr, A: a.AsSlice()})
+		case a.Is6() && question.Qtype == dns.TypeAAAA:
+			hdr.Rrtype = dns.TypeAAAA
+			m.Answer = append(m.Answer, &dns.AAAA{Hdr: hdr, AAAA: a.AsSlice()})
+		}
+	}
+	if len(m.Answer) == 0 && ok {
+		m.Ns = append(m.Ns, &dns.SOA{Hdr: dns.RR_Header{Name: "test.", Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: 60},
+			Ns: "ns.test.", Mbox: "admin.test.", Serial: 1, Refresh: 3600, Retry: 600, Expire: 86400, Minttl: 30})
+	}
+	_ = w.WriteMsg(m)
+}
+
+// StartDNS starts a DNS server on every path's server address. Each zone
+// starts with "whoami.test" resolving to that path's server address and
+// "hostK.test" to server host K; on path i, "www.test" resolves to host
+// ((i-1) mod hosts)+1, so names resolve differently per path.
+func (tb *Testbed) StartDNS() ([]*DNSServer, error) {
+	var servers []*DNSServer
+	for i, p := range tb.Paths {
+		s := &DNSServer{Path: p, Addr: netip.AddrPortFrom(p.ServerAddr, 53), zone: map[string][]netip.Addr{}}
+		s.Set("whoami.test", p.ServerAddr)
+		for k, h := range tb.Hosts {
+			s.Set("host"+strconv.Itoa(k+1)+".test", h)
+		}
+		s.Set("www.test", tb.Hosts[i%len(tb.Hosts)])
+		var pc net.PacketConn
+		var l net.Listener
+		err := tb.Server.Do(func() error {
+			var err error
+			if pc, err = net.ListenPacket("udp", s.Addr.String()); err != nil {
+				return err
+			}
+			l, err = net.Listen("tcp", s.Addr.String())
+			return err
+		})
+		if err != nil {
+			if pc != nil {
+				pc.Close()
+			}
+			return nil, err
+		}
+		for _, srv := range []*dns.Server{{PacketConn: pc, Handler: s}, {Listener: l, Handler: s}} {
+			started, served := make(chan struct{}), make(chan struct{})
+			srv.NotifyStartedFunc = func() { close(started) }
+			go func() { defer close(served); _ = srv.ActivateAndServe() }()
+			<-started
+			tb.OnClose(func() error { err := srv.Shutdown(); <-served; return err })
+		}
+		servers = append(servers, s)
+	}
+	return servers, nil
+}

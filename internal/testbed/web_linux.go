@@ -1,0 +1,223 @@
+package testbed
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// WebServer serves HTTP on every server host address: cleartext HTTP/1.1
+// and HTTP/2 (h2c) on port 80, and HTTP/1.1 and HTTP/2 over TLS on port 443
+// with a certificate of the testbed's own CA. It logs every connection and
+// request with the client's address, so tests can see which path was used.
+//
+// Every host serves /obj?size=N (or /obj/N): N bytes of ObjectByte, with
+// Range, If-Range, ETag and Last-Modified support. Handle adds virtual
+// hosts.
+type WebServer struct {
+	CA *CA
+
+	mu       sync.Mutex
+	hosts    map[string]http.Handler
+	conns    []*ConnLog
+	requests []RequestLog
+}
+
+// ConnLog is what the server saw of one connection.
+type ConnLog struct {
+	Remote, Local netip.AddrPort
+	TLS           bool
+	Proto         string // of its first request: "HTTP/1.1" or "HTTP/2.0"
+	Requests      int
+}
+
+// RequestLog is what the server saw of one request.
+type RequestLog struct {
+	Host, Method, URI string
+	Remote, Local     netip.AddrPort
+	Proto             string
+	Range             string
+	Status            int
+	Bytes             int64 // body bytes written
+}
+
+// WebOptions configure StartWeb.
+type WebOptions struct {
+	// NoMPTCP makes the listeners plain TCP (Go listens with MPTCP by
+	// default, falling back to TCP for clients without it).
+	NoMPTCP bool
+	// IdleTimeout closes idle keep-alive connections (default: never).
+	IdleTimeout time.Duration
+}
+
+// ClientTLS returns a client TLS configuration that trusts the server.
+func (w *WebServer) ClientTLS() *tls.Config { return &tls.Config{RootCAs: w.CA.Pool} }
+
+// Handle serves host (a name without port) with h instead of the default.
+func (w *WebServer) Handle(host string, h http.Handler) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.hosts[strings.ToLower(host)] = h
+}
+
+// Conns returns copies of the connection logs, oldest first.
+func (w *WebServer) Conns() []ConnLog {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]ConnLog, len(w.conns))
+	for i, c := range w.conns {
+		out[i] = *c
+	}
+	return out
+}
+
+// Requests returns the request logs, oldest first.
+func (w *WebServer) Requests() []RequestLog {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]RequestLog(nil), w.requests...)
+}
+
+type connKey struct{}
+
+// ServeHTTP dispatches by virtual host and logs the request.
+func (w *WebServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	w.mu.Lock()
+	h, ok := w.hosts[strings.ToLower(host)]
+	w.mu.Unlock()
+	if !ok {
+		h = http.HandlerFunc(serveObject)
+	}
+	cw := &countingWriter{ResponseWriter: rw, status: http.StatusOK}
+	h.ServeHTTP(cw, r)
+	remote, _ := netip.ParseAddrPort(r.RemoteAddr)
+	rl := RequestLog{Host: r.Host, Method: r.Method, URI: r.RequestURI, Remote: remote, Proto: r.Proto,
+		Range: r.Header.Get("Range"), Status: cw.status, Bytes: cw.n}
+	w.mu.Lock()
+	if c, ok := r.Context().Value(connKey{}).(*ConnLog); ok {
+		rl.Local = c.Local
+		if c.Requests == 0 {
+			c.Proto = r.Proto
+		}
+		c.Requests++
+	}
+	w.requests = append(w.requests, rl)
+	w.mu.Unlock()
+}
+
+type countingWriter struct {
+	http.ResponseWriter
+	status int
+	n      int64
+}
+
+func (c *countingWriter) WriteHeader(code int) {
+	c.status = code
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+var objectTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// serveObject serves /obj?size=N or /obj/N.
+func serveObject(w http.ResponseWriter, r *http.Request) {
+	sizeText := r.URL.Query().Get("size")
+	if rest, ok := strings.CutPrefix(r.URL.Path, "/obj/"); ok {
+		sizeText = rest
+	} else if r.URL.Path != "/obj" {
+		http.NotFound(w, r)
+		return
+	}
+	size, err := strconv.ParseInt(sizeText, 10, 64)
+	if err != nil || size < 0 {
+		http.Error(w, "want /obj?size=BYTES", http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("ETag", `"obj-`+strconv.FormatInt(size, 10)+`"`)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	http.ServeContent(w, r, "", objectTime, NewObject(size))
+}
+
+// StartWeb starts the web server in the server namespace.
+func (tb *Testbed) StartWeb(opts WebOptions) (*WebServer, error) {
+	ca, err := NewCA(tb.Hosts...)
+	if err != nil {
+		return nil, err
+	}
+	w := &WebServer{CA: ca, hosts: map[string]http.Handler{}}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(true)
+	protocols.SetUnencryptedHTTP2(true)
+	newServer := func() *http.Server {
+		return &http.Server{
+			Handler:     w,
+			Protocols:   &protocols,
+			IdleTimeout: opts.IdleTimeout,
+			TLSConfig:   &tls.Config{Certificates: []tls.Certificate{ca.Cert}},
+			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+				remote, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+				local, _ := netip.ParseAddrPort(c.LocalAddr().String())
+				_, isTLS := c.(*tls.Conn)
+				cl := &ConnLog{Remote: remote, Local: local, TLS: isTLS}
+				w.mu.Lock()
+				w.conns = append(w.conns, cl)
+				w.mu.Unlock()
+				return context.WithValue(ctx, connKey{}, cl)
+			},
+		}
+	}
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(!opts.NoMPTCP)
+	for _, h := range tb.Hosts {
+		for _, port := range []string{"80", "443"} {
+			var l net.Listener
+			err := tb.Server.Do(func() error {
+				var err error
+				l, err = lc.Listen(context.Background(), "tcp", net.JoinHostPort(h.String(), port))
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+			srv := newServer()
+			served := make(chan struct{})
+			go func() {
+				defer close(served)
+				if port == "443" {
+					_ = srv.ServeTLS(l, "", "")
+				} else {
+					_ = srv.Serve(l)
+				}
+			}()
+			tb.OnClose(func() error {
+				err := srv.Close()
+				<-served
+				if errors.Is(err, http.ErrServerClosed) {
+					err = nil
+				}
+				return err
+			})
+		}
+	}
+	return w, nil
+}
