@@ -221,7 +221,8 @@ func RunTest(t testing.TB, n *Netns, name, arg string) {
 	t.Helper()
 	args := []string{"netns", "exec", n.Name, os.Args[0], "-test.run", "^" + name + "$", "-test.v", "-test.count=1"}
 	cmd := exec.Command("ip", args...)
-	cmd.Env = append(os.Environ(), ChildEnv+"="+arg)
+	// The race detector sleeps 1 s at exit by default; the parent waits.
+	cmd.Env = append(os.Environ(), ChildEnv+"="+arg, "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
