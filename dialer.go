@@ -405,7 +405,7 @@ func (d *Dialer) dialOne(ctx context.Context, network string, remote netip.AddrP
 	return &Conn{Conn: c, path: p, binding: binding}, nil
 }
 
-// plan is the ordered list of ways to try for one destination.
+// plan is the ordered list of paths to dial for one destination.
 type plan struct {
 	choices []Choice // Path nil: operating system routing
 	reason  string
@@ -419,69 +419,35 @@ func (pl *plan) multipath(c Choice) Multipath {
 	return pl.intent
 }
 
-// plan applies the intents in ctx to the path table and asks the policy.
-// Loopback destinations are left to the OS (no access network is involved)
-// unless loopback is prohibited.
+// plan decides the paths for a dial: a decision without pooled
+// connections, of which only the new-connection choices count.
 func (m *Manager) plan(ctx context.Context, network, host string, port uint16, tls bool) (plan, error) {
 	in, _ := FromContext(ctx)
-	pl := plan{intent: in.Multipath}
-	if pl.intent == MultipathOff {
-		pl.intent = MultipathUnspecified // plain TCP, and the policy may not override it
+	dest := Destination{Network: network, Host: host, Port: port, TLS: tls}
+	d, err := m.decide(&in, dest, nil, nil)
+	if err != nil {
+		return plan{}, err
 	}
-	dest := func() string { return net.JoinHostPort(host, strconv.Itoa(int(port))) }
-	if isLoopbackHost(host) {
-		if l, ok := in.Types[TypeLoopback]; ok && l == LevelProhibit {
-			return pl, &NoPathError{Dest: dest(), Excluded: []Exclusion{{Path: "loopback", Reason: "prohibited (prohibit=loopback)"}}}
-		}
-		pl.choices = []Choice{{}}
-		pl.reason = "loopback destination"
-		return pl, nil
-	}
-	permitted, excl := permit(nil, &in, m.Paths(), networkFamily(network), false)
-	if len(permitted) == 0 {
-		return pl, &NoPathError{Dest: dest(), Excluded: excl}
-	}
-	var d Decision
-	if m.policy == nil {
-		d.Choices, d.Reason = []Choice{{}}, "no policy: system routing"
-	} else {
-		req := Request{Intents: in, Dest: Destination{Network: network, Host: host, Port: port, TLS: tls}, Paths: permitted}
-		m.policy.Decide(&req, &d)
-	}
-	pl.reason = d.Reason
-	for _, c := range d.Choices {
-		switch {
-		case c.Wait || c.Reuse != nil:
-			continue // a dial has nothing to reuse or wait for
-		case c.Path == nil && in.constrainsPaths():
-			// The OS might route onto an excluded path: bind instead, in
-			// preference order.
-			for _, p := range permitted {
-				pl.choices = appendPath(pl.choices, Choice{Path: p, MPTCP: c.MPTCP})
-			}
-		case c.Path == nil:
-			pl.choices = append(pl.choices, c)
-		case slices.Contains(permitted, c.Path):
+	pl := plan{reason: d.reason, intent: d.intent}
+	for _, c := range d.choices {
+		if !c.Wait && c.Reuse == nil {
 			pl.choices = appendPath(pl.choices, c)
 		}
 	}
-	if in.Multipath == MultipathOff {
-		for i := range pl.choices {
-			pl.choices[i].MPTCP = false
-		}
-	}
 	if len(pl.choices) == 0 {
-		return pl, &NoPathError{Dest: dest(), Excluded: append(excl, Exclusion{Path: "*", Reason: "policy chose no permitted path: " + d.Reason})}
+		return pl, d.noPath(dest, "policy chose no permitted path: "+d.reason)
 	}
 	return pl, nil
 }
 
-// appendPath appends c unless its path is already chosen.
-func appendPath(cs []Choice, c Choice) []Choice {
-	for _, x := range cs {
-		if x.Path == c.Path {
-			return cs
-		}
+// dialChoice dials one choice of a decision: on its path, or routed by the
+// OS when it has none.
+func (d *Dialer) dialChoice(ctx context.Context, m *Manager, network, host string, port uint16, c Choice, intent Multipath) (net.Conn, error) {
+	ctx, cancel := d.withDeadline(ctx)
+	defer cancel()
+	pl := plan{intent: intent}
+	if c.Path == nil {
+		return d.netDialer(pl.multipath(c)).DialContext(ctx, network, net.JoinHostPort(host, strconv.Itoa(int(port))))
 	}
-	return append(cs, c)
+	return d.dialPath(ctx, m, network, host, port, c.Path, pl.multipath(c))
 }

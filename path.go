@@ -107,6 +107,25 @@ type Manager struct {
 
 	resolver *Resolver
 	stop     func() error
+
+	subsMu sync.Mutex
+	subs   map[*func()]struct{} // called after each change of the table
+}
+
+// subscribe calls f after every change of the path table until the
+// returned function is called.
+func (m *Manager) subscribe(f func()) (unsubscribe func()) {
+	m.subsMu.Lock()
+	defer m.subsMu.Unlock()
+	if m.subs == nil {
+		m.subs = map[*func()]struct{}{}
+	}
+	m.subs[&f] = struct{}{}
+	return func() {
+		m.subsMu.Lock()
+		defer m.subsMu.Unlock()
+		delete(m.subs, &f)
+	}
 }
 
 var (
@@ -198,14 +217,30 @@ func (m *Manager) Changed() <-chan struct{} {
 // Manager calls it on every interface event; call it yourself where events
 // are not watched.
 func (m *Manager) Refresh() error {
+	changed, err := m.refresh()
+	if changed {
+		m.subsMu.Lock()
+		subs := make([]func(), 0, len(m.subs))
+		for f := range m.subs {
+			subs = append(subs, *f)
+		}
+		m.subsMu.Unlock()
+		for _, f := range subs {
+			f()
+		}
+	}
+	return err
+}
+
+func (m *Manager) refresh() (changed bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	paths, err := m.discover()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if old := m.paths.Load(); old != nil && slices.EqualFunc(*old, paths, pathEqual) {
-		return nil
+		return false, nil
 	}
 	m.paths.Store(&paths)
 	close(m.changed)
@@ -213,7 +248,7 @@ func (m *Manager) Refresh() error {
 	if m.resolver != nil {
 		m.resolver.prune(paths)
 	}
-	return nil
+	return true, nil
 }
 
 func pathEqual(a, b *Path) bool {

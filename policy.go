@@ -36,15 +36,18 @@ type Destination struct {
 	TLS     bool
 }
 
-// Candidate is a pooled connection the policy may reuse.
+// Candidate is a pooled connection to the destination. Busy candidates
+// (Available 0) are listed too, so a policy can weigh waiting for one.
 type Candidate struct {
-	ID       uint64
-	Path     *Path
-	MPTCP    bool
-	InFlight int           // requests in progress on it
-	Idle     time.Duration // time since it was last used
-	BytesIn  int64
-	BytesOut int64
+	ID        uint64
+	Path      *Path // nil: a connection the operating system routed
+	MPTCP     bool
+	Available int           // requests it can take now (0: busy)
+	InFlight  int           // requests in progress on it
+	Idle      time.Duration // time since it was last used
+	Age       time.Duration // time since it was opened
+	BytesIn   int64
+	BytesOut  int64
 }
 
 // Request is one decision's input.
@@ -60,14 +63,18 @@ type Request struct {
 
 // Choice is one option of a Decision.
 type Choice struct {
-	// Reuse, if set, points into Request.Candidates: reuse that connection.
+	// Reuse, if set, points into Request.Candidates: reuse that connection
+	// (wait for it, if it is busy).
 	Reuse *Candidate
-	// Path, if set (and Reuse nil), opens a new connection on this path.
+	// Path, if set (and Reuse nil), sends on this path: over a free pooled
+	// connection on it if there is one (unless Fresh), else a new one.
 	// Both nil means: leave the path to the operating system's routing.
 	Path *Path
+	// Fresh asks for a new connection even when a pooled one is free.
+	Fresh bool
 	// MPTCP asks for a Multipath TCP connection whose first subflow is on Path.
 	MPTCP bool
-	// Wait asks to wait for a pooled connection to become free.
+	// Wait asks to wait until a pooled connection frees up.
 	Wait bool
 }
 

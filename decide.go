@@ -1,0 +1,125 @@
+package intents
+
+import (
+	"net"
+	"slices"
+	"strconv"
+)
+
+// decision is a policy's answer, checked against the intents: every path
+// in it is permitted, every Reuse points into the candidates it was given,
+// and a "system routing" choice is replaced by the permitted paths when the
+// intents constrain paths (the OS might route onto an excluded one).
+type decision struct {
+	choices   []Choice
+	reason    string
+	intent    Multipath // MultipathUnspecified also for "off": no MPTCP then
+	permitted []*Path
+	excl      []Exclusion
+}
+
+func (d *decision) noPath(dest Destination, why string) error {
+	excl := d.excl
+	if why != "" {
+		excl = append(slices.Clip(excl), Exclusion{Path: "*", Reason: why})
+	}
+	return &NoPathError{Dest: net.JoinHostPort(dest.Host, strconv.Itoa(int(dest.Port))), Excluded: excl}
+}
+
+// decide applies in to the path table (less the paths in skip) and asks
+// the policy, with cands as the pooled connections to dest. Candidates on
+// paths that are not permitted are not shown to the policy. Loopback
+// destinations are left to the OS (no access network is involved) unless
+// loopback is prohibited.
+func (m *Manager) decide(in *Intents, dest Destination, cands []Candidate, skip []*Path) (decision, error) {
+	d := decision{intent: in.Multipath}
+	if d.intent == MultipathOff {
+		d.intent = MultipathUnspecified
+	}
+	if isLoopbackHost(dest.Host) {
+		if l, ok := in.Types[TypeLoopback]; ok && l == LevelProhibit {
+			d.excl = []Exclusion{{Path: "loopback", Reason: "prohibited (prohibit=loopback)"}}
+			return d, d.noPath(dest, "")
+		}
+		d.reason = "loopback destination"
+		for i := range cands {
+			if cands[i].Path == nil && cands[i].Available > 0 {
+				d.choices = append(d.choices, Choice{Reuse: &cands[i]})
+			}
+		}
+		d.choices = append(d.choices, Choice{})
+		return d, nil
+	}
+	d.permitted, d.excl = permit(nil, in, m.Paths(), networkFamily(dest.Network), false)
+	d.permitted = slices.DeleteFunc(d.permitted, func(p *Path) bool {
+		if slices.Contains(skip, p) {
+			d.excl = append(d.excl, Exclusion{Path: p.Name, Reason: "failed for this request"})
+			return true
+		}
+		return false
+	})
+	if len(d.permitted) == 0 {
+		return d, d.noPath(dest, "")
+	}
+	constrained := in.constrainsPaths()
+	shown := cands[:0:0]
+	for _, c := range cands {
+		if (c.Path == nil && !constrained) || (c.Path != nil && slices.Contains(d.permitted, c.Path)) {
+			shown = append(shown, c)
+		}
+	}
+	var pd Decision
+	if m.policy == nil {
+		pd.Choices, pd.Reason = []Choice{{}}, "no policy: system routing"
+	} else {
+		req := Request{Intents: *in, Dest: dest, Paths: d.permitted, Candidates: shown}
+		m.policy.Decide(&req, &pd)
+	}
+	d.reason = pd.Reason
+	for _, c := range pd.Choices {
+		switch {
+		case c.Wait:
+			d.choices = append(d.choices, Choice{Wait: true})
+		case c.Reuse != nil:
+			if i := candidateIndex(shown, c.Reuse); i >= 0 {
+				d.choices = append(d.choices, Choice{Reuse: &shown[i]})
+			}
+		case c.Path == nil && constrained:
+			for _, p := range d.permitted {
+				d.choices = append(d.choices, Choice{Path: p, MPTCP: c.MPTCP, Fresh: c.Fresh})
+			}
+		case c.Path == nil || slices.Contains(d.permitted, c.Path):
+			d.choices = append(d.choices, c)
+		}
+	}
+	if in.Multipath == MultipathOff {
+		for i := range d.choices {
+			d.choices[i].MPTCP = false
+		}
+	}
+	if len(d.choices) == 0 {
+		return d, d.noPath(dest, "policy chose no permitted path: "+d.reason)
+	}
+	return d, nil
+}
+
+// candidateIndex finds c in cands by address, as policies must answer with
+// a pointer into Request.Candidates.
+func candidateIndex(cands []Candidate, c *Candidate) int {
+	for i := range cands {
+		if &cands[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// appendPath appends c unless its path is already chosen.
+func appendPath(cs []Choice, c Choice) []Choice {
+	for _, x := range cs {
+		if x.Path == c.Path {
+			return cs
+		}
+	}
+	return append(cs, c)
+}

@@ -1,0 +1,720 @@
+package intents
+
+import (
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sockintents/intents/internal/sockopt"
+)
+
+// Pool defaults, those of the browsers the Socket Intents paper measured
+// and of its simulator.
+const (
+	DefaultMaxConnsPerHost = 6
+	DefaultMaxConns        = 17
+	DefaultIdleTimeout     = 30 * time.Second
+)
+
+// ErrPoolClosed is returned by Get after Close.
+var ErrPoolClosed = errors.New("intents: pool closed")
+
+// pooled is what the pool core manages: a raw connection lent out whole
+// (Pool) or an HTTP client connection with request slots (Transport).
+type pooled interface {
+	available() int // requests it can take now
+	inFlight() int
+	reserve() bool // take a slot; false if there is none (or it died)
+	dead() bool
+	close()
+}
+
+// entry is one pooled connection.
+type entry struct {
+	id      uint64
+	key     string
+	path    *Path // nil: routed by the OS
+	mptcp   bool
+	c       pooled
+	raw     net.Conn // the socket, for liveness checks and traces
+	created time.Time
+
+	// guarded by core.mu
+	lastUsed time.Time
+	idle     *time.Timer
+	removed  bool
+
+	bytesIn, bytesOut atomic.Int64
+}
+
+func (e *entry) candidate(now time.Time) Candidate {
+	return Candidate{ID: e.id, Path: e.path, MPTCP: e.mptcp, Available: e.c.available(), InFlight: e.c.inFlight(),
+		Idle: now.Sub(e.lastUsed), Age: now.Sub(e.created), BytesIn: e.bytesIn.Load(), BytesOut: e.bytesOut.Load()}
+}
+
+// alive checks an idle connection's socket without blocking.
+func (e *entry) alive() bool {
+	if e.c.dead() {
+		return false
+	}
+	if e.c.inFlight() > 0 || e.raw == nil {
+		return true
+	}
+	sc, ok := e.raw.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
+	return err == nil && sockopt.Alive(rc)
+}
+
+// PathStats count a pool's connections on one path ("" for OS routing).
+type PathStats struct {
+	Idle   int   // connections with nothing in flight
+	Active int   // connections with requests in flight
+	Reuses int64 // times a pooled connection was handed out again
+	Dials  int64 // connections opened
+}
+
+// grant is what an acquire gets: a reserved slot on an entry, or the right
+// to dial a new connection on path (counted against the limits).
+type grant struct {
+	e      *entry
+	dial   bool
+	key    string
+	path   *Path
+	choice Choice
+	err    error
+}
+
+type waiter struct {
+	ctx  context.Context
+	key  string
+	dest Destination
+	in   *Intents
+	skip []*Path
+	ch   chan grant // buffered 1: a grant is handed over without blocking
+}
+
+// core is the policy-driven connection pool shared by Pool and Transport.
+type core struct {
+	m           *Manager
+	maxPerHost  int
+	maxTotal    int
+	idleTimeout time.Duration
+
+	mu      sync.Mutex
+	entries map[string][]*entry // by key
+	dialing map[string]int      // dials in progress, by key
+	total   int                 // entries plus dials in progress
+	waiters []*waiter           // FIFO
+	stats   map[string]*PathStats
+	nextID  uint64
+	closed  bool
+	unsub   func()
+
+	testHookQueued func() // called under mu when a request joins the queue
+}
+
+func newCore(m *Manager, perHost, total int, idle time.Duration) *core {
+	c := &core{m: m, maxPerHost: perHost, maxTotal: total, idleTimeout: idle,
+		entries: map[string][]*entry{}, dialing: map[string]int{}, stats: map[string]*PathStats{}}
+	if c.maxPerHost <= 0 {
+		c.maxPerHost = DefaultMaxConnsPerHost
+	}
+	if c.maxTotal <= 0 {
+		c.maxTotal = DefaultMaxConns
+	}
+	if c.idleTimeout <= 0 {
+		c.idleTimeout = DefaultIdleTimeout
+	}
+	c.unsub = m.subscribe(c.drainGonePaths)
+	return c
+}
+
+func pathName(p *Path) string {
+	if p == nil {
+		return ""
+	}
+	return p.Name
+}
+
+func (c *core) stat(p *Path) *PathStats {
+	s := c.stats[pathName(p)]
+	if s == nil {
+		s = &PathStats{}
+		c.stats[pathName(p)] = s
+	}
+	return s
+}
+
+// acquire returns a reserved slot on a pooled connection (reused true) or,
+// after dialing with dial, a new pooled connection with a reserved slot.
+// On a dial failure the next choice is tried, with the failed path left out.
+func (c *core) acquire(ctx context.Context, key string, dest Destination, in *Intents,
+	dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) (*entry, bool, error) {
+	var skip []*Path
+	var firstErr error
+	for {
+		g, err := c.wait(ctx, key, dest, in, skip)
+		if err != nil {
+			if firstErr != nil && errors.Is(err, ErrNoPath) {
+				return nil, false, firstErr // every path failed: say how the first did
+			}
+			return nil, false, err
+		}
+		if !g.dial {
+			return g.e, true, nil
+		}
+		pc, raw, err := dial(ctx, g.choice)
+		if err == nil && !pc.reserve() {
+			pc.close()
+			err = errors.New("intents: new connection died before its first use")
+		}
+		if err != nil {
+			c.mu.Lock()
+			c.dialing[key]--
+			c.total--
+			c.serveWaiters()
+			c.mu.Unlock()
+			if firstErr == nil {
+				firstErr = err
+			}
+			if ctx.Err() != nil || g.path == nil {
+				return nil, false, err
+			}
+			skip = append(skip, g.path)
+			continue
+		}
+		now := time.Now()
+		e := &entry{key: key, path: g.path, c: pc, raw: raw, created: now, lastUsed: now, mptcp: isMPTCP(raw)}
+		c.mu.Lock()
+		c.nextID++
+		e.id = c.nextID
+		c.dialing[key]--
+		if c.closed {
+			c.total--
+			c.mu.Unlock()
+			pc.close()
+			return nil, false, ErrPoolClosed
+		}
+		c.entries[key] = append(c.entries[key], e)
+		c.stat(g.path).Dials++
+		c.mu.Unlock()
+		return e, false, nil
+	}
+}
+
+func isMPTCP(c net.Conn) bool {
+	if ic, ok := c.(*Conn); ok {
+		c = ic.Conn
+	}
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return false
+	}
+	m, err := tc.MultipathTCP()
+	return err == nil && m
+}
+
+// wait asks for a grant, queueing FIFO behind earlier requests until one
+// is possible or ctx ends.
+func (c *core) wait(ctx context.Context, key string, dest Destination, in *Intents, skip []*Path) (grant, error) {
+	w := &waiter{ctx: ctx, key: key, dest: dest, in: in, skip: skip, ch: make(chan grant, 1)}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return grant{}, ErrPoolClosed
+	}
+	// Join the queue and serve it: earlier waiters that can go now go
+	// first, and this one goes at once if it can.
+	c.waiters = append(c.waiters, w)
+	c.serveWaiters()
+	if c.testHookQueued != nil && slices.Contains(c.waiters, w) {
+		c.testHookQueued()
+	}
+	c.mu.Unlock()
+	select {
+	case g := <-w.ch:
+		return g, g.err
+	case <-ctx.Done():
+		c.mu.Lock()
+		if i := slices.Index(c.waiters, w); i >= 0 {
+			c.waiters = slices.Delete(c.waiters, i, i+1)
+			c.mu.Unlock()
+			return grant{}, ctx.Err()
+		}
+		c.mu.Unlock()
+		// A grant was handed over as ctx ended: give it back.
+		g := <-w.ch
+		c.undo(g)
+		return grant{}, ctx.Err()
+	}
+}
+
+// undo returns an unused grant.
+func (c *core) undo(g grant) {
+	switch {
+	case g.err != nil:
+	case g.dial:
+		c.mu.Lock()
+		c.dialing[g.key]--
+		c.total--
+		c.serveWaiters()
+		c.mu.Unlock()
+	default:
+		c.release(g.e)
+	}
+}
+
+// try decides for w under c.mu: a grant, or false to keep waiting.
+func (c *core) try(w *waiter) (grant, bool) {
+	now := time.Now()
+	// Drop dead connections first, so neither the policy nor the limits
+	// count them.
+	for _, e := range slices.Clone(c.entries[w.key]) {
+		if e.c.available() > 0 && !e.alive() {
+			c.remove(e)
+		}
+	}
+	es := c.entries[w.key]
+	cands := make([]Candidate, len(es))
+	for i, e := range es {
+		cands[i] = e.candidate(now)
+	}
+	d, err := c.m.decide(w.in, w.dest, cands, w.skip)
+	if err != nil {
+		return grant{err: err}, true
+	}
+	for _, ch := range d.choices {
+		switch {
+		case ch.Wait:
+			return grant{}, false
+		case ch.Reuse != nil:
+			if e := c.byID(es, ch.Reuse.ID); e != nil && c.reserve(e, now) {
+				return grant{e: e}, true
+			}
+			return grant{}, false // the policy wants this one: wait for it
+		default:
+			if !ch.Fresh {
+				if e := c.freeOn(es, ch.Path, now); e != nil {
+					return grant{e: e}, true
+				}
+			}
+			if !c.roomFor(w.key) && len(es)+c.dialing[w.key] < c.maxPerHost {
+				c.closeOldestIdle() // make room under the total limit, as browsers do
+			}
+			if c.roomFor(w.key) {
+				c.dialing[w.key]++
+				c.total++
+				return grant{dial: true, key: w.key, path: ch.Path, choice: ch}, true
+			}
+			// At a limit: a later choice may still reuse something.
+		}
+	}
+	return grant{}, false
+}
+
+func (c *core) byID(es []*entry, id uint64) *entry {
+	for _, e := range es {
+		if e.id == id {
+			return e
+		}
+	}
+	return nil
+}
+
+// freeOn finds the most recently used connection on path p with a free
+// slot, and reserves it.
+func (c *core) freeOn(es []*entry, p *Path, now time.Time) *entry {
+	var best *entry
+	for _, e := range es {
+		if e.path == p && e.c.available() > 0 && (best == nil || e.lastUsed.After(best.lastUsed)) {
+			best = e
+		}
+	}
+	if best != nil && c.reserve(best, now) {
+		return best
+	}
+	return nil
+}
+
+func (c *core) reserve(e *entry, now time.Time) bool {
+	if e.removed || !e.c.reserve() {
+		return false
+	}
+	if e.idle != nil {
+		e.idle.Stop()
+		e.idle = nil
+	}
+	c.stat(e.path).Reuses++
+	e.lastUsed = now
+	return true
+}
+
+func (c *core) roomFor(key string) bool {
+	return len(c.entries[key])+c.dialing[key] < c.maxPerHost && c.total < c.maxTotal
+}
+
+// closeOldestIdle closes the longest idle connection to make room under the
+// total limit, as browsers do; false if there is none.
+func (c *core) closeOldestIdle() bool {
+	var oldest *entry
+	for _, es := range c.entries {
+		for _, e := range es {
+			if e.c.inFlight() == 0 && (oldest == nil || e.lastUsed.Before(oldest.lastUsed)) {
+				oldest = e
+			}
+		}
+	}
+	if oldest == nil {
+		return false
+	}
+	c.remove(oldest)
+	return true
+}
+
+// remove takes e out of the pool and closes it, under c.mu.
+func (c *core) remove(e *entry) {
+	if e.removed {
+		return
+	}
+	e.removed = true
+	if e.idle != nil {
+		e.idle.Stop()
+		e.idle = nil
+	}
+	es := c.entries[e.key]
+	if i := slices.Index(es, e); i >= 0 {
+		c.entries[e.key] = slices.Delete(es, i, i+1)
+		if len(c.entries[e.key]) == 0 {
+			delete(c.entries, e.key)
+		}
+		c.total--
+	}
+	go e.c.close() // closing may call back into the pool (state hooks)
+}
+
+// changed is called when e's state may have changed (a request finished,
+// a slot was released, the connection died). It removes dead entries,
+// arms the idle timer and serves waiters. It never blocks on c.mu, since
+// state hooks may run where the caller holds locks of its own.
+func (c *core) changed(e *entry) {
+	if c.mu.TryLock() {
+		c.changedLocked(e)
+		c.mu.Unlock()
+		return
+	}
+	go func() {
+		c.mu.Lock()
+		c.changedLocked(e)
+		c.mu.Unlock()
+	}()
+}
+
+func (c *core) changedLocked(e *entry) {
+	if e.removed {
+		return
+	}
+	if e.c.dead() || c.closed {
+		c.remove(e)
+	} else if e.c.inFlight() == 0 && e.idle == nil {
+		e.lastUsed = time.Now()
+		e.idle = time.AfterFunc(c.idleTimeout, func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if !e.removed && e.c.inFlight() == 0 && time.Since(e.lastUsed) >= c.idleTimeout {
+				c.remove(e)
+				c.serveWaiters()
+			}
+		})
+	}
+	c.serveWaiters()
+}
+
+// release gives back a grant's reserved slot that was not used.
+func (c *core) release(e *entry) {
+	c.changed(e)
+}
+
+// serveWaiters hands grants to waiters in FIFO order, under c.mu. A
+// waiter never overtakes an earlier one for the same destination, even when
+// a slot frees up (outside c.mu) while the queue is being served.
+func (c *core) serveWaiters() {
+	var blocked map[string]bool
+	for i := 0; i < len(c.waiters); {
+		w := c.waiters[i]
+		if w.ctx.Err() != nil || blocked[w.key] {
+			i++ // a cancelled waiter's own goroutine removes it
+			continue
+		}
+		g, ok := c.try(w)
+		if !ok {
+			if blocked == nil {
+				blocked = map[string]bool{}
+			}
+			blocked[w.key] = true
+			i++
+			continue
+		}
+		c.waiters = slices.Delete(c.waiters, i, i+1)
+		w.ch <- g
+	}
+}
+
+// drainGonePaths closes idle connections on paths that are gone or down;
+// busy ones are closed when they finish.
+func (c *core) drainGonePaths() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, es := range c.entries {
+		for _, e := range slices.Clone(es) {
+			if e.path == nil {
+				continue
+			}
+			if p := c.m.Path(e.path.Name); p == nil || !p.Up {
+				c.remove(e)
+			}
+		}
+	}
+	c.serveWaiters()
+}
+
+func (c *core) pathStats() map[string]PathStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]PathStats, len(c.stats))
+	for name, s := range c.stats {
+		out[name] = PathStats{Reuses: s.Reuses, Dials: s.Dials}
+	}
+	for _, es := range c.entries {
+		for _, e := range es {
+			s := out[pathName(e.path)]
+			if e.c.inFlight() > 0 {
+				s.Active++
+			} else {
+				s.Idle++
+			}
+			out[pathName(e.path)] = s
+		}
+	}
+	return out
+}
+
+// closeIdle closes every connection with nothing in flight.
+func (c *core) closeIdle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, es := range c.entries {
+		for _, e := range slices.Clone(es) {
+			if e.c.inFlight() == 0 {
+				c.remove(e)
+			}
+		}
+	}
+	c.serveWaiters()
+}
+
+// close closes the idle connections (busy ones when they are released)
+// and fails the waiters.
+func (c *core) close() {
+	c.mu.Lock()
+	c.closed = true
+	for _, es := range c.entries {
+		for _, e := range slices.Clone(es) {
+			if e.c.inFlight() == 0 {
+				c.remove(e)
+			}
+		}
+	}
+	for _, w := range c.waiters {
+		w.ch <- grant{err: ErrPoolClosed}
+	}
+	c.waiters = nil
+	c.mu.Unlock()
+	c.unsub()
+}
+
+// Pool keeps connections for request/response protocols over TCP and lets
+// the policy choose, per request, between reusing one and opening a new one
+// on some path: the paper's socketconnect / socketrelease / socketclose.
+// Get hands out a connection, Release makes it reusable, Close ends it.
+//
+// Connections are keyed by network and address and bucketed by path. Before
+// an idle connection is handed out again it is checked alive. The zero Pool
+// uses DefaultManager and the defaults below; a Pool must not be copied
+// after first use.
+type Pool struct {
+	// Manager supplies paths and policy; nil uses DefaultManager.
+	Manager *Manager
+	// Dialer dials new connections (its Timeout, KeepAlive, Control...);
+	// nil uses a zero Dialer. Its Manager is ignored for the Pool's.
+	Dialer *Dialer
+	// MaxConnsPerHost limits connections per destination (default 6).
+	MaxConnsPerHost int
+	// MaxConns limits connections in total (default 17); at the limit, the
+	// longest idle connection is closed to make room.
+	MaxConns int
+	// IdleTimeout closes connections idle this long (default 30s).
+	IdleTimeout time.Duration
+
+	once    sync.Once
+	core    *core
+	initErr error
+}
+
+func (p *Pool) init() error {
+	p.once.Do(func() {
+		m := p.Manager
+		if m == nil {
+			if m, p.initErr = DefaultManager(); p.initErr != nil {
+				return
+			}
+		}
+		p.core = newCore(m, p.MaxConnsPerHost, p.MaxConns, p.IdleTimeout)
+	})
+	return p.initErr
+}
+
+// Get returns a connection to address for the intents in ctx, and whether
+// it was pooled before. It waits (FIFO, until ctx ends) when the limits
+// allow no new connection and none is free. Call Release to make the
+// connection reusable or Close to end it; one of them, exactly once.
+func (p *Pool) Get(ctx context.Context, network, address string) (*PooledConn, bool, error) {
+	if err := p.init(); err != nil {
+		return nil, false, err
+	}
+	host, port, err := splitHostPort(ctx, network, address)
+	if err != nil {
+		return nil, false, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
+	in, _ := FromContext(ctx)
+	dest := Destination{Network: network, Host: host, Port: port}
+	d := p.Dialer
+	if d == nil {
+		d = &Dialer{}
+	}
+	key := network + " " + net.JoinHostPort(host, strconv.Itoa(int(port)))
+	e, reused, err := p.core.acquire(ctx, key, dest, &in, func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
+		nc, err := d.dialChoice(ctx, p.core.m, network, host, port, ch, in.Multipath)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &rawConn{nc: nc}, nc, nil
+	})
+	if err != nil {
+		var oe *net.OpError
+		if !errors.As(err, &oe) && !errors.Is(err, ErrPoolClosed) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			err = &net.OpError{Op: "dial", Net: network, Err: err}
+		}
+		return nil, false, err
+	}
+	return &PooledConn{Conn: e.raw, core: p.core, e: e}, reused, nil
+}
+
+// Stats returns per-path counts; the key "" is connections the OS routed.
+func (p *Pool) Stats() map[string]PathStats {
+	if p.init() != nil {
+		return nil
+	}
+	return p.core.pathStats()
+}
+
+// CloseIdle closes the connections that are not handed out.
+func (p *Pool) CloseIdle() {
+	if p.init() == nil {
+		p.core.closeIdle()
+	}
+}
+
+// Close closes every pooled connection, fails waiting Gets and makes later
+// Gets fail with ErrPoolClosed. Connections handed out stay usable until
+// released or closed.
+func (p *Pool) Close() error {
+	if err := p.init(); err != nil {
+		return err
+	}
+	p.core.close()
+	return nil
+}
+
+// rawConn is a connection lent out whole.
+type rawConn struct {
+	nc     net.Conn
+	inUse  atomic.Bool
+	closed atomic.Bool
+}
+
+func (r *rawConn) available() int {
+	if r.inUse.Load() || r.closed.Load() {
+		return 0
+	}
+	return 1
+}
+
+func (r *rawConn) inFlight() int {
+	if r.inUse.Load() && !r.closed.Load() {
+		return 1
+	}
+	return 0
+}
+
+func (r *rawConn) reserve() bool { return !r.closed.Load() && r.inUse.CompareAndSwap(false, true) }
+func (r *rawConn) dead() bool    { return r.closed.Load() }
+func (r *rawConn) close()        { r.closed.Store(true); r.nc.Close() }
+
+// PooledConn is a connection from a Pool. Reads and writes count towards
+// the pool's per-connection statistics, which the policy sees.
+type PooledConn struct {
+	net.Conn
+	core *core
+	e    *entry
+	done atomic.Bool
+}
+
+// Read reads from the connection.
+func (c *PooledConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.e.bytesIn.Add(int64(n))
+	return n, err
+}
+
+// Write writes to the connection.
+func (c *PooledConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.e.bytesOut.Add(int64(n))
+	return n, err
+}
+
+// Path returns the path of the connection (nil if the OS routed it).
+func (c *PooledConn) Path() *Path { return c.e.path }
+
+// Release hands the connection back for reuse. The caller must not use it
+// afterwards; it must have read everything of the last response.
+func (c *PooledConn) Release() {
+	if c.done.Swap(true) {
+		return
+	}
+	c.core.mu.Lock()
+	defer c.core.mu.Unlock()
+	c.e.c.(*rawConn).inUse.Store(false)
+	c.core.changedLocked(c.e)
+}
+
+// Close closes the connection and removes it from the pool.
+func (c *PooledConn) Close() error {
+	if c.done.Swap(true) {
+		return nil
+	}
+	rc := c.e.c.(*rawConn)
+	rc.closed.Store(true)
+	err := rc.nc.Close()
+	c.core.changed(c.e)
+	return err
+}

@@ -1,0 +1,281 @@
+package intents
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// lineServer answers each line with "N:line" where N counts connections,
+// and reports each closed connection on closed.
+type lineServer struct {
+	l      net.Listener
+	closed chan int
+	mu     sync.Mutex
+	n      int
+	conns  []net.Conn
+}
+
+func startLineServer(t *testing.T) *lineServer {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := &lineServer{l: l, closed: make(chan int, 100)}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.n++
+			id := s.n
+			s.conns = append(s.conns, c)
+			s.mu.Unlock()
+			wg.Go(func() {
+				defer func() { s.closed <- id }()
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					fmt.Fprintf(c, "%d:%s", id, line)
+				}
+			})
+		}
+	})
+	t.Cleanup(func() {
+		l.Close()
+		s.mu.Lock()
+		for _, c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+		wg.Wait()
+	})
+	return s
+}
+
+func (s *lineServer) addr() string { return s.l.Addr().String() }
+
+// closeAll closes the server side of every connection so far.
+func (s *lineServer) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conns {
+		c.Close()
+	}
+}
+
+func ask(t *testing.T, c net.Conn, q string) string {
+	t.Helper()
+	_, err := fmt.Fprintf(c, "%s\n", q)
+	require.NoError(t, err)
+	line, err := bufio.NewReader(c).ReadString('\n')
+	require.NoError(t, err)
+	return line[:len(line)-1]
+}
+
+func testPool(t *testing.T) *Pool {
+	p := &Pool{Manager: loManager(t, nil)}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func TestPoolReuse(t *testing.T) {
+	s := startLineServer(t)
+	p := testPool(t)
+	ctx := context.Background()
+	c, reused, err := p.Get(ctx, "tcp", s.addr())
+	require.NoError(t, err)
+	assert.False(t, reused)
+	assert.Equal(t, "1:a", ask(t, c, "a"))
+	c.Release()
+	c.Release() // a second release is harmless
+
+	c, reused, err = p.Get(ctx, "tcp", s.addr())
+	require.NoError(t, err)
+	assert.True(t, reused)
+	assert.Equal(t, "1:b", ask(t, c, "b"), "the same connection")
+	assert.Equal(t, map[string]PathStats{"": {Active: 1, Reuses: 1, Dials: 1}}, p.Stats())
+	c.Release()
+	assert.Equal(t, map[string]PathStats{"": {Idle: 1, Reuses: 1, Dials: 1}}, p.Stats())
+}
+
+func TestPoolDiscardsDeadIdleConnections(t *testing.T) {
+	s := startLineServer(t)
+	p := testPool(t)
+	c, _, err := p.Get(context.Background(), "tcp", s.addr())
+	require.NoError(t, err)
+	ask(t, c, "a")
+	c.Release()
+	s.closeAll()
+	<-s.closed // the server has closed it, so its FIN is in our socket
+
+	c, reused, err := p.Get(context.Background(), "tcp", s.addr())
+	require.NoError(t, err)
+	assert.False(t, reused, "the closed connection was not handed out")
+	assert.Equal(t, "2:b", ask(t, c, "b"))
+	c.Close()
+}
+
+func TestPoolPerHostLimitAndFIFO(t *testing.T) {
+	s := startLineServer(t)
+	p := &Pool{Manager: loManager(t, nil), MaxConnsPerHost: 2}
+	defer p.Close()
+	ctx := context.Background()
+	a, _, err := p.Get(ctx, "tcp", s.addr())
+	require.NoError(t, err)
+	b, _, err := p.Get(ctx, "tcp", s.addr())
+	require.NoError(t, err)
+
+	// Three more wait, in order.
+	require.NoError(t, p.init())
+	queued := make(chan struct{})
+	p.core.testHookQueued = func() { queued <- struct{}{} }
+	order := make(chan int, 3)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Go(func() {
+			c, reused, err := p.Get(ctx, "tcp", s.addr())
+			if assert.NoError(t, err) {
+				assert.True(t, reused)
+				order <- i
+				c.Release()
+			}
+		})
+		<-queued
+	}
+	p.core.mu.Lock()
+	p.core.testHookQueued = nil
+	p.core.mu.Unlock()
+	a.Release() // one connection goes round the waiters; each passes it on
+	wg.Wait()
+	b.Release()
+	close(order)
+	var got []int
+	for i := range order {
+		got = append(got, i)
+	}
+	assert.Equal(t, []int{0, 1, 2}, got, "waiters are served first come, first served")
+	assert.EqualValues(t, 2, p.Stats()[""].Dials, "never more than the limit")
+}
+
+func TestPoolWaitEndsWithContext(t *testing.T) {
+	s := startLineServer(t)
+	p := &Pool{Manager: loManager(t, nil), MaxConnsPerHost: 1}
+	defer p.Close()
+	a, _, err := p.Get(context.Background(), "tcp", s.addr())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(t, p.init())
+	p.core.testHookQueued = cancel // give up as soon as it waits
+	_, _, err = p.Get(ctx, "tcp", s.addr())
+	assert.ErrorIs(t, err, context.Canceled)
+	p.core.mu.Lock()
+	p.core.testHookQueued = nil
+	assert.Empty(t, p.core.waiters, "the cancelled request left the queue")
+	p.core.mu.Unlock()
+	a.Release()
+	c, reused, err := p.Get(context.Background(), "tcp", s.addr())
+	require.NoError(t, err)
+	assert.True(t, reused, "the slot is intact")
+	c.Close()
+}
+
+func TestPoolTotalLimitClosesIdle(t *testing.T) {
+	s1, s2 := startLineServer(t), startLineServer(t)
+	p := &Pool{Manager: loManager(t, nil), MaxConns: 2}
+	defer p.Close()
+	ctx := context.Background()
+	for range 2 {
+		c, _, err := p.Get(ctx, "tcp", s1.addr())
+		require.NoError(t, err)
+		defer c.Release()
+	}
+	// Both are busy: a third host must wait for room.
+	busyCtx, cancel := context.WithCancel(ctx)
+	require.NoError(t, p.init())
+	p.core.testHookQueued = cancel
+	_, _, err := p.Get(busyCtx, "tcp", s2.addr())
+	require.ErrorIs(t, err, context.Canceled)
+	p.core.mu.Lock()
+	p.core.testHookQueued = nil
+	p.core.mu.Unlock()
+}
+
+func TestPoolTotalLimitMakesRoom(t *testing.T) {
+	s1, s2 := startLineServer(t), startLineServer(t)
+	p := &Pool{Manager: loManager(t, nil), MaxConns: 2}
+	defer p.Close()
+	ctx := context.Background()
+	var cs []*PooledConn
+	for range 2 {
+		c, _, err := p.Get(ctx, "tcp", s1.addr())
+		require.NoError(t, err)
+		cs = append(cs, c)
+	}
+	cs[0].Release()
+	cs[1].Release()
+	c, reused, err := p.Get(ctx, "tcp", s2.addr())
+	require.NoError(t, err)
+	assert.False(t, reused)
+	assert.Equal(t, "1:x", ask(t, c, "x"))
+	c.Release()
+	<-s1.closed // the longest idle connection to s1 was closed for it
+	st := p.Stats()[""]
+	assert.Equal(t, 2, st.Idle)
+	assert.EqualValues(t, 3, st.Dials)
+}
+
+func TestPoolIdleTimeout(t *testing.T) {
+	s := startLineServer(t)
+	p := &Pool{Manager: loManager(t, nil), IdleTimeout: 20 * time.Millisecond}
+	defer p.Close()
+	c, _, err := p.Get(context.Background(), "tcp", s.addr())
+	require.NoError(t, err)
+	ask(t, c, "a")
+	c.Release()
+	assert.Equal(t, 1, <-s.closed, "the idle connection was closed")
+	assert.Equal(t, PathStats{Dials: 1}, p.Stats()[""])
+}
+
+func TestPoolClose(t *testing.T) {
+	s := startLineServer(t)
+	p := &Pool{Manager: loManager(t, nil), MaxConnsPerHost: 1}
+	a, _, err := p.Get(context.Background(), "tcp", s.addr())
+	require.NoError(t, err)
+	require.NoError(t, p.init())
+	queued := make(chan struct{})
+	p.core.testHookQueued = func() { close(queued) }
+	errc := make(chan error)
+	go func() {
+		_, _, err := p.Get(context.Background(), "tcp", s.addr())
+		errc <- err
+	}()
+	<-queued
+	require.NoError(t, p.Close())
+	assert.ErrorIs(t, <-errc, ErrPoolClosed, "waiting requests fail")
+	_, _, err = p.Get(context.Background(), "tcp", s.addr())
+	assert.ErrorIs(t, err, ErrPoolClosed)
+	assert.Equal(t, "1:still", ask(t, a, "still"), "a handed-out connection stays usable")
+	a.Close()
+}
+
+func TestPoolNoPath(t *testing.T) {
+	p := testPool(t)
+	ctx := WithIntents(context.Background(), Intents{Types: map[InterfaceType]Level{TypeLoopback: LevelProhibit}})
+	_, _, err := p.Get(ctx, "tcp", "127.0.0.1:9")
+	assert.ErrorIs(t, err, ErrNoPath)
+	_, _, err = p.Get(context.Background(), "tcp", "192.0.2.1:9")
+	assert.ErrorIs(t, err, ErrNoPath, "only loopback is configured")
+}
