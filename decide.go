@@ -31,17 +31,30 @@ func (d *decision) noPath(dest Destination, why string) error {
 // paths that are not permitted are not shown to the policy. Loopback
 // destinations are left to the OS (no access network is involved) unless
 // loopback is prohibited.
+//
+// m may be nil: without path constraints in the intents, that is operating
+// system routing; with them, DefaultManager decides.
 func (m *Manager) decide(in *Intents, dest Destination, cands []Candidate, skip []*Path) (decision, error) {
 	d := decision{intent: in.Multipath}
 	if d.intent == MultipathOff {
 		d.intent = MultipathUnspecified
 	}
-	if isLoopbackHost(dest.Host) {
+	constrained := in.constrainsPaths()
+	if m == nil && constrained {
+		var err error
+		if m, err = DefaultManager(); err != nil {
+			return d, err
+		}
+	}
+	if isLoopbackHost(dest.Host) || (m == nil && !constrained) {
 		if l, ok := in.Types[TypeLoopback]; ok && l == LevelProhibit {
 			d.excl = []Exclusion{{Path: "loopback", Reason: "prohibited (prohibit=loopback)"}}
 			return d, d.noPath(dest, "")
 		}
-		d.reason = "loopback destination"
+		d.reason = "system routing"
+		if isLoopbackHost(dest.Host) {
+			d.reason = "loopback destination"
+		}
 		for i := range cands {
 			if cands[i].Path == nil && cands[i].Available > 0 {
 				d.choices = append(d.choices, Choice{Reuse: &cands[i]})
@@ -61,10 +74,11 @@ func (m *Manager) decide(in *Intents, dest Destination, cands []Candidate, skip 
 	if len(d.permitted) == 0 {
 		return d, d.noPath(dest, "")
 	}
-	constrained := in.constrainsPaths()
+	// System routing is safe only when any path may carry the request.
+	bindSystem := constrained || len(m.cfg.Paths) > 0
 	shown := cands[:0:0]
 	for _, c := range cands {
-		if (c.Path == nil && !constrained) || (c.Path != nil && slices.Contains(d.permitted, c.Path)) {
+		if (c.Path == nil && !bindSystem) || (c.Path != nil && slices.Contains(d.permitted, c.Path)) {
 			shown = append(shown, c)
 		}
 	}
@@ -84,7 +98,9 @@ func (m *Manager) decide(in *Intents, dest Destination, cands []Candidate, skip 
 			if i := candidateIndex(shown, c.Reuse); i >= 0 {
 				d.choices = append(d.choices, Choice{Reuse: &shown[i]})
 			}
-		case c.Path == nil && constrained:
+		case c.Path == nil && bindSystem:
+			// The OS might route onto a path that may not be used: bind
+			// to the permitted paths in preference order instead.
 			for _, p := range d.permitted {
 				d.choices = append(d.choices, Choice{Path: p, MPTCP: c.MPTCP, Fresh: c.Fresh})
 			}

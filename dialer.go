@@ -446,6 +446,12 @@ func (d *Dialer) dialChoice(ctx context.Context, m *Manager, network, host strin
 	ctx, cancel := d.withDeadline(ctx)
 	defer cancel()
 	pl := plan{intent: intent}
+	if c.Path != nil && m == nil { // chosen by DefaultManager for constrained intents
+		var err error
+		if m, err = DefaultManager(); err != nil {
+			return nil, err
+		}
+	}
 	if c.Path == nil {
 		return d.netDialer(pl.multipath(c)).DialContext(ctx, network, net.JoinHostPort(host, strconv.Itoa(int(port))))
 	}

@@ -77,8 +77,21 @@ func TestDialerLoopbackDestinations(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNoPath)
 }
 
+// tripwire is a Control that fails, before any packet is sent, every
+// connection to a non-loopback address: tests send traffic only to
+// loopback or to namespaces they made.
+func tripwire(t *testing.T) func(network, address string, c syscall.RawConn) error {
+	return func(network, address string, c syscall.RawConn) error {
+		if ap, err := netip.ParseAddrPort(address); err != nil || !ap.Addr().IsLoopback() {
+			t.Errorf("tried to connect to %s %s", network, address)
+			return errors.New("tripwire: not a loopback address")
+		}
+		return nil
+	}
+}
+
 func TestDialerNoPermittedPath(t *testing.T) {
-	d := Dialer{Manager: loManager(t, nil)}
+	d := Dialer{Manager: loManager(t, nil), Control: tripwire(t)}
 	_, err := d.DialContext(context.Background(), "tcp", "192.0.2.1:80")
 	var npe *NoPathError
 	require.ErrorAs(t, err, &npe)

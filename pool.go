@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"sync"
@@ -85,9 +86,11 @@ type PathStats struct {
 // grant is what an acquire gets: a reserved slot on an entry, or the right
 // to dial a new connection on path (counted against the limits).
 type grant struct {
-	e      *entry
-	dial   bool
-	key    string
+	e       *entry
+	wasIdle bool
+	idle    time.Duration
+	dial    bool
+	key     string
 	path   *Path
 	choice Choice
 	err    error
@@ -134,7 +137,9 @@ func newCore(m *Manager, perHost, total int, idle time.Duration) *core {
 	if c.idleTimeout <= 0 {
 		c.idleTimeout = DefaultIdleTimeout
 	}
-	c.unsub = m.subscribe(c.drainGonePaths)
+	if m != nil {
+		c.unsub = m.subscribe(c.drainGonePaths)
+	}
 	return c
 }
 
@@ -154,23 +159,31 @@ func (c *core) stat(p *Path) *PathStats {
 	return s
 }
 
-// acquire returns a reserved slot on a pooled connection (reused true) or,
-// after dialing with dial, a new pooled connection with a reserved slot.
-// On a dial failure the next choice is tried, with the failed path left out.
+// acquired is a reserved slot on a pooled connection.
+type acquired struct {
+	e       *entry
+	reused  bool
+	wasIdle bool          // reused, and nothing was in flight on it
+	idle    time.Duration // how long it had been idle
+}
+
+// acquire returns a reserved slot on a pooled connection or, after dialing
+// with dial, on a new pooled connection. On a dial failure the next choice
+// is tried, with the failed path left out.
 func (c *core) acquire(ctx context.Context, key string, dest Destination, in *Intents,
-	dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) (*entry, bool, error) {
+	dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) (acquired, error) {
 	var skip []*Path
 	var firstErr error
 	for {
 		g, err := c.wait(ctx, key, dest, in, skip)
 		if err != nil {
 			if firstErr != nil && errors.Is(err, ErrNoPath) {
-				return nil, false, firstErr // every path failed: say how the first did
+				return acquired{}, firstErr // every path failed: say how the first did
 			}
-			return nil, false, err
+			return acquired{}, err
 		}
 		if !g.dial {
-			return g.e, true, nil
+			return acquired{e: g.e, reused: true, wasIdle: g.wasIdle, idle: g.idle}, nil
 		}
 		pc, raw, err := dial(ctx, g.choice)
 		if err == nil && !pc.reserve() {
@@ -187,7 +200,7 @@ func (c *core) acquire(ctx context.Context, key string, dest Destination, in *In
 				firstErr = err
 			}
 			if ctx.Err() != nil || g.path == nil {
-				return nil, false, err
+				return acquired{}, err
 			}
 			skip = append(skip, g.path)
 			continue
@@ -202,12 +215,15 @@ func (c *core) acquire(ctx context.Context, key string, dest Destination, in *In
 			c.total--
 			c.mu.Unlock()
 			pc.close()
-			return nil, false, ErrPoolClosed
+			return acquired{}, ErrPoolClosed
 		}
 		c.entries[key] = append(c.entries[key], e)
 		c.stat(g.path).Dials++
 		c.mu.Unlock()
-		return e, false, nil
+		if w, ok := pc.(interface{ watch(func()) }); ok {
+			w.watch(func() { c.changed(e) })
+		}
+		return acquired{e: e}, nil
 	}
 }
 
@@ -297,14 +313,16 @@ func (c *core) try(w *waiter) (grant, bool) {
 		case ch.Wait:
 			return grant{}, false
 		case ch.Reuse != nil:
-			if e := c.byID(es, ch.Reuse.ID); e != nil && c.reserve(e, now) {
-				return grant{e: e}, true
+			if e := c.byID(es, ch.Reuse.ID); e != nil {
+				if g, ok := c.reserve(e, now); ok {
+					return g, true
+				}
 			}
 			return grant{}, false // the policy wants this one: wait for it
 		default:
 			if !ch.Fresh {
-				if e := c.freeOn(es, ch.Path, now); e != nil {
-					return grant{e: e}, true
+				if g, ok := c.freeOn(es, ch.Path, now); ok {
+					return g, true
 				}
 			}
 			if !c.roomFor(w.key) && len(es)+c.dialing[w.key] < c.maxPerHost {
@@ -332,30 +350,36 @@ func (c *core) byID(es []*entry, id uint64) *entry {
 
 // freeOn finds the most recently used connection on path p with a free
 // slot, and reserves it.
-func (c *core) freeOn(es []*entry, p *Path, now time.Time) *entry {
+func (c *core) freeOn(es []*entry, p *Path, now time.Time) (grant, bool) {
 	var best *entry
 	for _, e := range es {
 		if e.path == p && e.c.available() > 0 && (best == nil || e.lastUsed.After(best.lastUsed)) {
 			best = e
 		}
 	}
-	if best != nil && c.reserve(best, now) {
-		return best
+	if best == nil {
+		return grant{}, false
 	}
-	return nil
+	return c.reserve(best, now)
 }
 
-func (c *core) reserve(e *entry, now time.Time) bool {
+// reserve takes a slot on e for a grant, under c.mu.
+func (c *core) reserve(e *entry, now time.Time) (grant, bool) {
+	wasIdle := e.c.inFlight() == 0
 	if e.removed || !e.c.reserve() {
-		return false
+		return grant{}, false
 	}
 	if e.idle != nil {
 		e.idle.Stop()
 		e.idle = nil
 	}
 	c.stat(e.path).Reuses++
+	g := grant{e: e, wasIdle: wasIdle}
+	if wasIdle {
+		g.idle = now.Sub(e.lastUsed)
+	}
 	e.lastUsed = now
-	return true
+	return g, true
 }
 
 func (c *core) roomFor(key string) bool {
@@ -478,7 +502,7 @@ func (c *core) drainGonePaths() {
 			if e.path == nil {
 				continue
 			}
-			if p := c.m.Path(e.path.Name); p == nil || !p.Up {
+			if p := c.m.Path(e.path.Name); p == nil || !p.Up || !hasLocalAddr(p, e.raw) {
 				c.remove(e)
 			}
 		}
@@ -538,7 +562,9 @@ func (c *core) close() {
 	}
 	c.waiters = nil
 	c.mu.Unlock()
-	c.unsub()
+	if c.unsub != nil {
+		c.unsub()
+	}
 }
 
 // Pool keeps connections for request/response protocols over TCP and lets
@@ -548,10 +574,12 @@ func (c *core) close() {
 //
 // Connections are keyed by network and address and bucketed by path. Before
 // an idle connection is handed out again it is checked alive. The zero Pool
-// uses DefaultManager and the defaults below; a Pool must not be copied
+// routes by the operating system (and uses DefaultManager for intents that
+// constrain paths), with the defaults below; a Pool must not be copied
 // after first use.
 type Pool struct {
-	// Manager supplies paths and policy; nil uses DefaultManager.
+	// Manager supplies paths and policy. nil: operating system routing,
+	// and DefaultManager for requests whose intents constrain paths.
 	Manager *Manager
 	// Dialer dials new connections (its Timeout, KeepAlive, Control...);
 	// nil uses a zero Dialer. Its Manager is ignored for the Pool's.
@@ -564,22 +592,15 @@ type Pool struct {
 	// IdleTimeout closes connections idle this long (default 30s).
 	IdleTimeout time.Duration
 
-	once    sync.Once
-	core    *core
-	initErr error
+	once sync.Once
+	core *core
 }
 
 func (p *Pool) init() error {
 	p.once.Do(func() {
-		m := p.Manager
-		if m == nil {
-			if m, p.initErr = DefaultManager(); p.initErr != nil {
-				return
-			}
-		}
-		p.core = newCore(m, p.MaxConnsPerHost, p.MaxConns, p.IdleTimeout)
+		p.core = newCore(p.Manager, p.MaxConnsPerHost, p.MaxConns, p.IdleTimeout)
 	})
-	return p.initErr
+	return nil
 }
 
 // Get returns a connection to address for the intents in ctx, and whether
@@ -601,7 +622,7 @@ func (p *Pool) Get(ctx context.Context, network, address string) (*PooledConn, b
 		d = &Dialer{}
 	}
 	key := network + " " + net.JoinHostPort(host, strconv.Itoa(int(port)))
-	e, reused, err := p.core.acquire(ctx, key, dest, &in, func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
+	a, err := p.core.acquire(ctx, key, dest, &in, func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
 		nc, err := d.dialChoice(ctx, p.core.m, network, host, port, ch, in.Multipath)
 		if err != nil {
 			return nil, nil, err
@@ -615,7 +636,7 @@ func (p *Pool) Get(ctx context.Context, network, address string) (*PooledConn, b
 		}
 		return nil, false, err
 	}
-	return &PooledConn{Conn: e.raw, core: p.core, e: e}, reused, nil
+	return &PooledConn{Conn: a.e.raw, core: p.core, e: a.e}, a.reused, nil
 }
 
 // Stats returns per-path counts; the key "" is connections the OS routed.
@@ -717,4 +738,11 @@ func (c *PooledConn) Close() error {
 	err := rc.nc.Close()
 	c.core.changed(c.e)
 	return err
+}
+
+// hasLocalAddr reports whether p still has c's local address: a connection
+// from an address that is gone is dead.
+func hasLocalAddr(p *Path, c net.Conn) bool {
+	ap, err := netip.ParseAddrPort(c.LocalAddr().String())
+	return err != nil || slices.Contains(p.Addrs, ap.Addr().Unmap())
 }

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -273,6 +273,7 @@ func TestPoolClose(t *testing.T) {
 
 func TestPoolNoPath(t *testing.T) {
 	p := testPool(t)
+	p.Dialer = &Dialer{Control: tripwire(t)}
 	ctx := WithIntents(context.Background(), Intents{Types: map[InterfaceType]Level{TypeLoopback: LevelProhibit}})
 	_, _, err := p.Get(ctx, "tcp", "127.0.0.1:9")
 	assert.ErrorIs(t, err, ErrNoPath)

@@ -15,14 +15,15 @@ import (
 func Alive(c syscall.RawConn) bool {
 	alive := true
 	var buf [1]byte
-	err := c.Read(func(fd uintptr) bool {
+	// Control, not Read: a reader may hold the read lock while blocked
+	// (net/http's read loop does), and MSG_DONTWAIT keeps this from waiting.
+	err := c.Control(func(fd uintptr) {
 		n, _, err := unix.Recvfrom(int(fd), buf[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
 		switch {
-		case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EWOULDBLOCK):
+		case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EWOULDBLOCK) || errors.Is(err, unix.EINTR):
 		case err != nil || n == 0:
 			alive = false
 		}
-		return true // never wait for readiness
 	})
 	return alive && err == nil
 }

@@ -1,0 +1,305 @@
+package intents
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func get(t *testing.T, tr http.RoundTripper, ctx context.Context, url string) (string, *http.Response) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(body), resp
+}
+
+// traced returns a context whose GotConn reports into reused.
+func traced(reused *[]bool) context.Context {
+	var mu sync.Mutex
+	return httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		mu.Lock()
+		*reused = append(*reused, i.Reused)
+		mu.Unlock()
+	}})
+}
+
+func TestTransportReusesHTTP1(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "hello ", r.URL.Path)
+	}))
+	defer srv.Close()
+	tr := &Transport{}
+	defer tr.CloseIdleConnections()
+	var reused []bool
+	ctx := traced(&reused)
+	for _, p := range []string{"/a", "/b", "/c"} {
+		body, resp := get(t, tr, ctx, srv.URL+p)
+		assert.Equal(t, "hello "+p, body)
+		assert.Equal(t, "HTTP/1.1", resp.Proto)
+	}
+	assert.Equal(t, []bool{false, true, true}, reused)
+	st := tr.Stats()[""]
+	assert.EqualValues(t, 1, st.Dials)
+	assert.EqualValues(t, 2, st.Reuses)
+	assert.EqualValues(t, 3, st.Requests)
+	assert.EqualValues(t, 3*len("hello /a"), st.BytesReceived)
+	assert.Equal(t, 1, st.Idle)
+}
+
+func TestTransportHTTP2Multiplexes(t *testing.T) {
+	var inFlight, maxInFlight atomic.Int32
+	gate := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/warm" {
+			fmt.Fprint(w, r.Proto)
+			return
+		}
+		n := inFlight.Add(1)
+		if n == 10 {
+			close(gate) // all ten are in flight at once, on one connection
+		}
+		for {
+			m := maxInFlight.Load()
+			if n <= m || maxInFlight.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		<-gate
+		inFlight.Add(-1)
+		fmt.Fprint(w, r.Proto)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.TLSClientConfig = &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
+	tr := &Transport{Base: base}
+	defer tr.CloseIdleConnections()
+
+	// The first request opens the connection; the others multiplex on it.
+	_, first := get(t, tr, context.Background(), srv.URL+"/warm")
+	assert.Equal(t, "HTTP/2.0", first.Proto)
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			body, _ := get(t, tr, context.Background(), srv.URL)
+			assert.Equal(t, "HTTP/2.0", body)
+		})
+	}
+	wg.Wait()
+	assert.EqualValues(t, 10, maxInFlight.Load())
+	assert.EqualValues(t, 1, tr.Stats()[""].Dials, "one HTTP/2 connection carried all")
+}
+
+// connCounter counts a server's open connections and their maximum.
+type connCounter struct {
+	mu        sync.Mutex
+	open, max int
+}
+
+func (c *connCounter) hook(_ net.Conn, s http.ConnState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch s {
+	case http.StateNew:
+		c.open++
+		c.max = max(c.max, c.open)
+	case http.StateClosed, http.StateHijacked:
+		c.open--
+	}
+}
+
+func TestTransportLimitsUnder200ConcurrentRequests(t *testing.T) {
+	var inFlight atomic.Int32
+	atLimit := make(chan struct{})
+	gate := make(chan struct{})
+	var once sync.Once
+	var total connCounter
+	var servers []*httptest.Server
+	var counters []*connCounter
+	for range 3 {
+		cc := &connCounter{}
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if inFlight.Add(1) == DefaultMaxConns {
+				once.Do(func() { close(atLimit) })
+			}
+			<-gate
+			inFlight.Add(-1)
+			io.WriteString(w, "ok")
+		}))
+		srv.Config.ConnState = func(c net.Conn, s http.ConnState) { cc.hook(c, s); total.hook(c, s) }
+		srv.Start()
+		defer srv.Close()
+		servers = append(servers, srv)
+		counters = append(counters, cc)
+	}
+	tr := &Transport{}
+	defer tr.CloseIdleConnections()
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			body, _ := get(t, tr, context.Background(), servers[i%3].URL)
+			assert.Equal(t, "ok", body)
+		})
+	}
+	<-atLimit
+	// Nothing has finished yet, so the servers' counts are exact: no
+	// connection closed by the client can still look open to them. (Later,
+	// idle connections are closed to make room for other hosts, and a
+	// server sees the close a moment after the client made it.)
+	for i, cc := range counters {
+		cc.mu.Lock()
+		assert.LessOrEqual(t, cc.max, DefaultMaxConnsPerHost, "server %d", i)
+		cc.mu.Unlock()
+	}
+	total.mu.Lock()
+	assert.Equal(t, DefaultMaxConns, total.max, "the total limit binds, and holds")
+	total.mu.Unlock()
+	p := tr.Stats()
+	assert.Equal(t, DefaultMaxConns, p[""].Active+p[""].Idle)
+	close(gate)
+	wg.Wait()
+	assert.LessOrEqual(t, tr.Stats()[""].Active+tr.Stats()[""].Idle, DefaultMaxConns)
+}
+
+// closingServer closes, without a word, every connection on its second
+// request, as a server does that times out idle connections just as the
+// client reuses one.
+func closingServer(t *testing.T, posts *atomic.Int32) *httptest.Server {
+	type connKey struct{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "POST" {
+			posts.Add(1)
+		}
+		n := r.Context().Value(connKey{}).(*atomic.Int32).Add(1)
+		if n == 2 {
+			c, _, err := http.NewResponseController(w).Hijack()
+			require.NoError(t, err)
+			c.Close()
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	srv.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, new(atomic.Int32))
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestTransportRetriesIdempotentOnDeadReusedConn(t *testing.T) {
+	var posts atomic.Int32
+	srv := closingServer(t, &posts)
+	tr := &Transport{}
+	defer tr.CloseIdleConnections()
+	for i := range 1000 {
+		req, _ := http.NewRequest("GET", srv.URL, nil)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err, "request %d", i)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, "ok", string(body))
+	}
+}
+
+func TestTransportNeverReplaysPOST(t *testing.T) {
+	var posts atomic.Int32
+	srv := closingServer(t, &posts)
+	tr := &Transport{}
+	defer tr.CloseIdleConnections()
+	body, _ := get(t, tr, context.Background(), srv.URL)
+	require.Equal(t, "ok", body)
+	req, _ := http.NewRequest("POST", srv.URL, strings.NewReader("payload"))
+	_, err := tr.RoundTrip(req)
+	require.Error(t, err, "the server dropped the connection with the POST")
+	assert.EqualValues(t, 1, posts.Load(), "and it was not sent again")
+}
+
+func TestTransportCancelWhileWaitingFreesSlot(t *testing.T) {
+	gate, inSlow := make(chan struct{}), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(inSlow)
+			<-gate
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	tr := &Transport{MaxConnsPerHost: 1}
+	defer tr.CloseIdleConnections()
+	tr.init()
+
+	slow := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", srv.URL+"/slow", nil)
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		slow <- err
+	}()
+	<-inSlow // the only slot is taken
+	ctx, cancel := context.WithCancel(context.Background())
+	tr.core.mu.Lock()
+	tr.core.testHookQueued = cancel // give up once waiting
+	tr.core.mu.Unlock()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+	_, err := tr.RoundTrip(req)
+	require.ErrorIs(t, err, context.Canceled)
+	tr.core.mu.Lock()
+	tr.core.testHookQueued = nil
+	assert.Empty(t, tr.core.waiters)
+	tr.core.mu.Unlock()
+
+	close(gate)
+	require.NoError(t, <-slow)
+	var reused []bool
+	body, _ := get(t, tr, traced(&reused), srv.URL)
+	assert.Equal(t, "ok", body)
+	assert.Equal(t, []bool{true}, reused, "the slot is free again and the connection reused")
+}
+
+func TestTransportRejectsBadRequests(t *testing.T) {
+	tr := &Transport{}
+	for _, url := range []string{"ftp://example.com/", "http:///path"} {
+		req, err := http.NewRequest("GET", url, nil)
+		require.NoError(t, err)
+		_, err = tr.RoundTrip(req)
+		assert.Error(t, err, url)
+	}
+}
+
+func TestTransportRemembersSizes(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, strings.Repeat("x", 1234))
+	}))
+	defer srv.Close()
+	tr := &Transport{MaxSizeHints: 2}
+	defer tr.CloseIdleConnections()
+	get(t, tr, context.Background(), srv.URL+"/a")
+	assert.EqualValues(t, 1234, tr.sizes.get(srv.URL+"/a"))
+	get(t, tr, context.Background(), srv.URL+"/b")
+	get(t, tr, context.Background(), srv.URL+"/c")
+	assert.Zero(t, tr.sizes.get(srv.URL+"/a"), "the oldest is forgotten beyond MaxSizeHints")
+	assert.EqualValues(t, 1234, tr.sizes.get(srv.URL+"/c"))
+}
