@@ -245,8 +245,14 @@ func hasFamily(p *Path, family byte) bool {
 }
 
 func isLoopbackHost(host string) bool {
-	if a, err := netip.ParseAddr(host); err == nil {
-		return a.Unmap().IsLoopback()
+	if host == "" {
+		return false
+	}
+	// Every loopback address starts with a digit, a colon or a bracket;
+	// testing that first spares parsing host names.
+	if c := host[0]; c == '[' || c == ':' || (c >= '0' && c <= '9') {
+		a, err := netip.ParseAddr(strings.Trim(host, "[]"))
+		return err == nil && a.Unmap().IsLoopback()
 	}
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	return host == "localhost" || strings.HasSuffix(host, ".localhost")

@@ -47,9 +47,9 @@ type entry struct {
 	created time.Time
 
 	// guarded by core.mu
-	lastUsed time.Time
-	idle     *time.Timer
-	removed  bool
+	lastUsed  time.Time
+	idleSince time.Time // zero while in use
+	removed   bool
 
 	bytesIn, bytesOut atomic.Int64
 }
@@ -91,9 +91,9 @@ type grant struct {
 	idle    time.Duration
 	dial    bool
 	key     string
-	path   *Path
-	choice Choice
-	err    error
+	path    *Path
+	choice  Choice
+	err     error
 }
 
 type waiter struct {
@@ -121,6 +121,7 @@ type core struct {
 	nextID  uint64
 	closed  bool
 	unsub   func()
+	sweeper *time.Timer // closes idle connections; armed while there are any
 
 	testHookQueued func() // called under mu when a request joins the queue
 }
@@ -242,16 +243,21 @@ func isMPTCP(c net.Conn) bool {
 // wait asks for a grant, queueing FIFO behind earlier requests until one
 // is possible or ctx ends.
 func (c *core) wait(ctx context.Context, key string, dest Destination, in *Intents, skip []*Path) (grant, error) {
-	w := &waiter{ctx: ctx, key: key, dest: dest, in: in, skip: skip, ch: make(chan grant, 1)}
+	w := &waiter{ctx: ctx, key: key, dest: dest, in: in, skip: skip}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return grant{}, ErrPoolClosed
 	}
-	// Join the queue and serve it: earlier waiters that can go now go
-	// first, and this one goes at once if it can.
+	if !c.queued(key) { // nobody is ahead for this destination
+		if g, ok := c.try(w); ok {
+			c.mu.Unlock()
+			return g, g.err
+		}
+	}
+	w.ch = make(chan grant, 1)
 	c.waiters = append(c.waiters, w)
-	c.serveWaiters()
+	c.serveWaiters() // earlier waiters that can go now go first; this one too, if it can
 	if c.testHookQueued != nil && slices.Contains(c.waiters, w) {
 		c.testHookQueued()
 	}
@@ -274,6 +280,15 @@ func (c *core) wait(ctx context.Context, key string, dest Destination, in *Inten
 	}
 }
 
+func (c *core) queued(key string) bool {
+	for _, w := range c.waiters {
+		if w.key == key {
+			return true
+		}
+	}
+	return false
+}
+
 // undo returns an unused grant.
 func (c *core) undo(g grant) {
 	switch {
@@ -294,8 +309,8 @@ func (c *core) try(w *waiter) (grant, bool) {
 	now := time.Now()
 	// Drop dead connections first, so neither the policy nor the limits
 	// count them.
-	for _, e := range slices.Clone(c.entries[w.key]) {
-		if e.c.available() > 0 && !e.alive() {
+	for es, i := c.entries[w.key], len(c.entries[w.key])-1; i >= 0; i-- {
+		if e := es[i]; e.c.available() > 0 && !e.alive() {
 			c.remove(e)
 		}
 	}
@@ -369,10 +384,7 @@ func (c *core) reserve(e *entry, now time.Time) (grant, bool) {
 	if e.removed || !e.c.reserve() {
 		return grant{}, false
 	}
-	if e.idle != nil {
-		e.idle.Stop()
-		e.idle = nil
-	}
+	e.idleSince = time.Time{}
 	c.stat(e.path).Reuses++
 	g := grant{e: e, wasIdle: wasIdle}
 	if wasIdle {
@@ -410,10 +422,6 @@ func (c *core) remove(e *entry) {
 		return
 	}
 	e.removed = true
-	if e.idle != nil {
-		e.idle.Stop()
-		e.idle = nil
-	}
 	es := c.entries[e.key]
 	if i := slices.Index(es, e); i >= 0 {
 		c.entries[e.key] = slices.Delete(es, i, i+1)
@@ -448,16 +456,40 @@ func (c *core) changedLocked(e *entry) {
 	}
 	if e.c.dead() || c.closed {
 		c.remove(e)
-	} else if e.c.inFlight() == 0 && e.idle == nil {
-		e.lastUsed = time.Now()
-		e.idle = time.AfterFunc(c.idleTimeout, func() {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if !e.removed && e.c.inFlight() == 0 && time.Since(e.lastUsed) >= c.idleTimeout {
-				c.remove(e)
-				c.serveWaiters()
+	} else if e.c.inFlight() == 0 && e.idleSince.IsZero() {
+		now := time.Now()
+		e.lastUsed, e.idleSince = now, now
+		if c.sweeper == nil {
+			c.sweeper = time.AfterFunc(c.idleTimeout, c.sweep)
+		}
+	}
+	c.serveWaiters()
+}
+
+// sweep closes connections idle for IdleTimeout and re-arms itself for the
+// next one to expire, if any: one timer for the pool, not one per request.
+func (c *core) sweep() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	var next time.Time
+	for _, es := range c.entries {
+		for i := len(es) - 1; i >= 0; i-- {
+			e := es[i]
+			if e.idleSince.IsZero() || e.c.inFlight() > 0 {
+				continue
 			}
-		})
+			if expiry := e.idleSince.Add(c.idleTimeout); !expiry.After(now) {
+				c.remove(e)
+			} else if next.IsZero() || expiry.Before(next) {
+				next = expiry
+			}
+		}
+	}
+	if next.IsZero() || c.closed {
+		c.sweeper = nil
+	} else {
+		c.sweeper.Reset(next.Sub(now))
 	}
 	c.serveWaiters()
 }
@@ -550,6 +582,10 @@ func (c *core) closeIdle() {
 func (c *core) close() {
 	c.mu.Lock()
 	c.closed = true
+	if c.sweeper != nil {
+		c.sweeper.Stop()
+		c.sweeper = nil
+	}
 	for _, es := range c.entries {
 		for _, e := range slices.Clone(es) {
 			if e.c.inFlight() == 0 {

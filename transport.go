@@ -121,12 +121,12 @@ func (t *Transport) dialInner(ctx context.Context, network, address string) (net
 // clientConn is an *http.ClientConn in the pool.
 type clientConn struct{ cc *http.ClientConn }
 
-func (c *clientConn) available() int     { return c.cc.Available() }
-func (c *clientConn) inFlight() int      { return c.cc.InFlight() }
-func (c *clientConn) reserve() bool      { return c.cc.Reserve() == nil }
-func (c *clientConn) dead() bool         { return c.cc.Err() != nil }
-func (c *clientConn) close()             { c.cc.Close() }
-func (c *clientConn) watch(hook func())  { c.cc.SetStateHook(func(*http.ClientConn) { hook() }) }
+func (c *clientConn) available() int                                    { return c.cc.Available() }
+func (c *clientConn) inFlight() int                                     { return c.cc.InFlight() }
+func (c *clientConn) reserve() bool                                     { return c.cc.Reserve() == nil }
+func (c *clientConn) dead() bool                                        { return c.cc.Err() != nil }
+func (c *clientConn) close()                                            { c.cc.Close() }
+func (c *clientConn) watch(hook func())                                 { c.cc.SetStateHook(func(*http.ClientConn) { hook() }) }
 func (c *clientConn) roundTrip(r *http.Request) (*http.Response, error) { return c.cc.RoundTrip(r) }
 
 // RoundTrip sends req on the path and connection the policy chooses for
@@ -161,8 +161,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	in, _ := FromContext(ctx)
-	if in.SizeToBeReceived == 0 && (req.Method == http.MethodGet || req.Method == "") {
-		in.SizeToBeReceived = t.sizes.get(req.URL.String())
+	isGet := req.Method == http.MethodGet || req.Method == ""
+	var url string // computed once, only when size hints need it
+	if isGet && t.sizes.max > 0 {
+		url = req.URL.String()
+		if in.SizeToBeReceived == 0 {
+			in.SizeToBeReceived = t.sizes.get(url)
+		}
 	}
 	hostPort := net.JoinHostPort(host, portText)
 	key := scheme + "://" + hostPort
@@ -196,8 +201,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return nil, err
 		}
-		if resp.ContentLength >= 0 && req.Method == http.MethodGet && resp.StatusCode == http.StatusOK {
-			t.sizes.put(req.URL.String(), resp.ContentLength)
+		if url != "" && resp.ContentLength >= 0 && resp.StatusCode == http.StatusOK {
+			t.sizes.put(url, resp.ContentLength)
 		}
 		if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil && resp.Body != http.NoBody {
 			resp.Body = &countingBody{rc: resp.Body, t: t, e: e, start: time.Now()}
