@@ -13,7 +13,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	osexec "os/exec"
@@ -41,6 +43,7 @@ type twoPaths struct {
 	tb   *testbed.Testbed
 	dns  []*testbed.DNSServer
 	echo *echoServer
+	web  *testbed.WebServer
 }
 
 // setupTwoPaths starts a testbed of two veth paths (p1, p2) and two server
@@ -49,6 +52,8 @@ func setupTwoPaths(t *testing.T) *twoPaths {
 	tp := &twoPaths{tb: testbed.New(t, testbed.Spec{Paths: []testbed.PathSpec{{Veth: true}, {Veth: true}}, Servers: 2})}
 	var err error
 	tp.dns, err = tp.tb.StartDNS()
+	require.NoError(t, err)
+	tp.web, err = tp.tb.StartWeb(testbed.WebOptions{})
 	require.NoError(t, err)
 	require.NoError(t, tp.tb.Server.Do(func() error {
 		var err error
@@ -113,6 +118,29 @@ func TestNetnsTwoPaths(t *testing.T) {
 	})
 	t.Run("discovery and watching", func(t *testing.T) {
 		tp.run(t, "discover")
+	})
+	t.Run("Transport: a path per request, connections pooled per path", func(t *testing.T) {
+		n := len(tp.web.Requests())
+		tp.run(t, "transport")
+		var got []string
+		for _, r := range tp.web.Requests()[n:] {
+			got = append(got, fmt.Sprintf("%s %s from %s", r.Host, r.URI, r.Remote.Addr()))
+		}
+		assert.Equal(t, []string{
+			"host1.test /obj?size=100 from 10.71.1.1",     // query: lowest RTT, path 1
+			"host1.test /obj?size=1000000 from 10.71.2.1", // bulk: most bandwidth, path 2
+			"host1.test /obj?size=200 from 10.71.1.1",     // query again, path 1's connection
+			"host1.test /obj?size=2000000 from 10.71.2.1", // bulk again, path 2's connection
+		}, got)
+		conns := tp.web.Conns()
+		var remotes []string
+		for _, c := range conns {
+			if c.Requests > 0 && c.Local.Addr() == tp.tb.Hosts[0] {
+				remotes = append(remotes, fmt.Sprintf("%s %d", c.Remote.Addr(), c.Requests))
+			}
+		}
+		assert.Contains(t, remotes, "10.71.1.1 2")
+		assert.Contains(t, remotes, "10.71.2.1 2")
 	})
 	t.Run("LookupEndpoints", func(t *testing.T) {
 		n := tp.echo.accepted()
@@ -238,6 +266,42 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 			return len(m.Path("p1").Addrs) == 2
 		})
 		assert.Equal(t, "10.71.1.77", m.Path("p1").Addrs[1].String())
+
+	case "transport":
+		m, err := intents.NewManager(intents.Config{
+			Paths: []intents.PathConfig{
+				{Interface: "p1", DNS: []string{"10.71.1.2"}, RTT: 20 * time.Millisecond, Bandwidth: 5e6},
+				{Interface: "p2", DNS: []string{"10.71.2.2"}, RTT: 60 * time.Millisecond, Bandwidth: 20e6},
+			},
+			Policy:  &policy.ByCategory{},
+			NoWatch: true,
+		})
+		require.NoError(t, err)
+		tr := &intents.Transport{Manager: m}
+		defer tr.CloseIdleConnections()
+		client := &http.Client{Transport: tr}
+		fetch := func(cat intents.Category, size int) {
+			ctx := intents.WithIntents(ctx, intents.Intents{Category: cat, SizeToBeReceived: int64(size)})
+			req, _ := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("http://host1.test/obj?size=%d", size), nil)
+			resp, err := client.Do(req)
+			require.NoError(t, err)
+			n, err := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			assert.EqualValues(t, size, n)
+		}
+		fetch(intents.CategoryQuery, 100)
+		fetch(intents.CategoryBulk, 1000000)
+		fetch(intents.CategoryQuery, 200)
+		fetch(intents.CategoryBulk, 2000000)
+		st := tr.Stats()
+		assert.EqualValues(t, 1, st["p1"].Dials)
+		assert.EqualValues(t, 1, st["p1"].Reuses)
+		assert.EqualValues(t, 1, st["p2"].Dials)
+		assert.EqualValues(t, 1, st["p2"].Reuses)
+		assert.EqualValues(t, 3000000, st["p2"].BytesReceived)
+		assert.Equal(t, 1, st["p1"].Idle, "each path keeps its connection")
+		assert.Equal(t, 1, st["p2"].Idle)
 
 	case "endpoints":
 		r := explicit(t, false).Resolver()
