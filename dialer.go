@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http/httptrace"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -236,7 +237,19 @@ func (d *Dialer) netDialer(mp Multipath) *net.Dialer {
 // dialPath resolves host on path p and connects through p with Happy
 // Eyeballs (RFC 8305) over the path's addresses.
 func (d *Dialer) dialPath(ctx context.Context, m *Manager, network, host string, port uint16, p *Path, mp Multipath) (net.Conn, error) {
+	trace := httptrace.ContextClientTrace(ctx)
+	_, literal := netip.ParseAddr(host)
+	if trace != nil && trace.DNSStart != nil && literal != nil {
+		trace.DNSStart(httptrace.DNSStartInfo{Host: host})
+	}
 	addrs, err := m.Resolver().lookupChoice(ctx, network, host, p)
+	if trace != nil && trace.DNSDone != nil && literal != nil {
+		info := httptrace.DNSDoneInfo{Err: err}
+		for _, a := range addrs {
+			info.Addrs = append(info.Addrs, net.IPAddr{IP: a.AsSlice(), Zone: a.Zone()})
+		}
+		trace.DNSDone(info)
+	}
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}

@@ -55,6 +55,22 @@ func setupTwoPaths(t *testing.T) *twoPaths {
 	require.NoError(t, err)
 	tp.web, err = tp.tb.StartWeb(testbed.WebOptions{})
 	require.NoError(t, err)
+	// stall.test sends its headers and a first chunk, then nothing until
+	// the client goes away or the test ends.
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	tp.web.Handle("stall.test", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100000")
+		w.Write(make([]byte, 1000))
+		http.NewResponseController(w).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	for _, d := range tp.dns {
+		d.Set("stall.test", tp.tb.Hosts[0])
+	}
 	require.NoError(t, tp.tb.Server.Do(func() error {
 		var err error
 		tp.echo, err = startEcho(t, ":"+echoPort)
@@ -141,6 +157,15 @@ func TestNetnsTwoPaths(t *testing.T) {
 		}
 		assert.Contains(t, remotes, "10.71.1.1 2")
 		assert.Contains(t, remotes, "10.71.2.1 2")
+	})
+	t.Run("Transport: path down mid-request", func(t *testing.T) {
+		n := len(tp.web.Requests())
+		tp.run(t, "pathdown")
+		var got []string
+		for _, r := range tp.web.Requests()[n:] {
+			got = append(got, fmt.Sprintf("%s from %s", r.Host, r.Remote.Addr()))
+		}
+		assert.Contains(t, got, "host1.test from 10.71.2.1", "the next request went over path 2")
 	})
 	t.Run("LookupEndpoints", func(t *testing.T) {
 		n := tp.echo.accepted()
@@ -302,6 +327,32 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 		assert.EqualValues(t, 3000000, st["p2"].BytesReceived)
 		assert.Equal(t, 1, st["p1"].Idle, "each path keeps its connection")
 		assert.Equal(t, 1, st["p2"].Idle)
+
+	case "pathdown":
+		m := explicit(t, true)
+		tr := &intents.Transport{Manager: m}
+		defer tr.CloseIdleConnections()
+		ctx := prefer("p1")
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://stall.test/", nil)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		_, err = io.ReadFull(resp.Body, make([]byte, 1000))
+		require.NoError(t, err)
+		setLink(t, m, "p1", false)
+		_, err = io.Copy(io.Discard, resp.Body)
+		require.ErrorIs(t, err, intents.ErrPathDown)
+		var pde *intents.PathDownError
+		require.ErrorAs(t, err, &pde)
+		assert.Equal(t, "p1", pde.Path)
+		t.Log(err)
+
+		req, _ = http.NewRequestWithContext(ctx, "GET", "http://host1.test/obj?size=10", nil)
+		resp2, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp2.Body)
+		resp2.Body.Close()
+		assert.EqualValues(t, 1, tr.Stats()["p2"].Dials)
 
 	case "endpoints":
 		r := explicit(t, false).Resolver()

@@ -3,6 +3,7 @@ package intents
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/netip"
 	"slices"
@@ -50,6 +51,8 @@ type entry struct {
 	lastUsed  time.Time
 	idleSince time.Time // zero while in use
 	removed   bool
+
+	pathDown atomic.Bool // closed because its path went away
 
 	bytesIn, bytesOut atomic.Int64
 }
@@ -524,8 +527,37 @@ func (c *core) serveWaiters() {
 	}
 }
 
-// drainGonePaths closes idle connections on paths that are gone or down;
-// busy ones are closed when they finish.
+// ErrPathDown is matched (errors.Is) by the errors of requests whose path
+// went down or lost its address while they were in flight.
+var ErrPathDown = errors.New("intents: path went down")
+
+// PathDownError says which path a request lost.
+type PathDownError struct {
+	Path string
+	Err  error // what the connection reported
+}
+
+func (e *PathDownError) Error() string {
+	return "intents: path " + e.Path + " went down during the request: " + e.Err.Error()
+}
+
+// Unwrap returns the connection's error.
+func (e *PathDownError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrPathDown) true.
+func (e *PathDownError) Is(target error) bool { return target == ErrPathDown }
+
+// pathErr explains err by the path going down, if it did.
+func (e *entry) pathErr(err error) error {
+	if err != nil && err != io.EOF && e.pathDown.Load() {
+		return &PathDownError{Path: pathName(e.path), Err: err}
+	}
+	return err
+}
+
+// drainGonePaths closes the connections on paths that are gone, down or
+// without the connection's address, busy ones too: their requests could
+// only hang. Those requests fail with a PathDownError.
 func (c *core) drainGonePaths() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -535,6 +567,7 @@ func (c *core) drainGonePaths() {
 				continue
 			}
 			if p := c.m.Path(e.path.Name); p == nil || !p.Up || !hasLocalAddr(p, e.raw) {
+				e.pathDown.Store(true)
 				c.remove(e)
 			}
 		}
@@ -735,18 +768,20 @@ type PooledConn struct {
 	done atomic.Bool
 }
 
-// Read reads from the connection.
+// Read reads from the connection. When its path went down, the error is a
+// *PathDownError.
 func (c *PooledConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	c.e.bytesIn.Add(int64(n))
-	return n, err
+	return n, c.e.pathErr(err)
 }
 
-// Write writes to the connection.
+// Write writes to the connection. When its path went down, the error is a
+// *PathDownError.
 func (c *PooledConn) Write(b []byte) (int, error) {
 	n, err := c.Conn.Write(b)
 	c.e.bytesOut.Add(int64(n))
-	return n, err
+	return n, c.e.pathErr(err)
 }
 
 // Path returns the path of the connection (nil if the OS routed it).

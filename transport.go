@@ -193,13 +193,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.count(e.path, func(s *TransportPathStats) { s.Requests++ })
 		resp, err := e.c.(*clientConn).roundTrip(req)
 		if err != nil {
-			if reused && attempt == 0 && ctx.Err() == nil {
+			if reused && attempt == 0 && ctx.Err() == nil && !e.pathDown.Load() {
 				if again, ok := rewind(req); ok {
 					req = again
 					continue
 				}
 			}
-			return nil, err
+			return nil, e.pathErr(err)
 		}
 		if url != "" && resp.ContentLength >= 0 && resp.StatusCode == http.StatusOK {
 			t.sizes.put(url, resp.ContentLength)
@@ -298,7 +298,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	if err != nil {
 		b.finish()
 	}
-	return n, err
+	return n, b.e.pathErr(err)
 }
 
 func (b *countingBody) Close() error {
