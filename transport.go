@@ -51,6 +51,12 @@ type Transport struct {
 	// MaxSizeHints bounds how many Content-Lengths (by URL) are remembered
 	// as size hints for later requests (default 4096; negative: none).
 	MaxSizeHints int
+	// TwoStep, if positive, turns on the paper's two-step download for GETs
+	// without a size hint: first a range request for TwoStep bytes (8 KiB
+	// is a good value: it fits an initial congestion window) sent as a
+	// small query, then the rest as a request whose size the policy now
+	// knows. The caller gets one ordinary 200 response.
+	TwoStep int
 
 	once   sync.Once
 	core   *core
@@ -136,6 +142,13 @@ func (c *clientConn) roundTrip(r *http.Request) (*http.Response, error) { return
 // be had again); others fail.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.init()
+	if t.TwoStep > 0 && t.twoStepApplies(req) {
+		return t.twoStep(req)
+	}
+	return t.roundTrip(req)
+}
+
+func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL == nil {
 		closeBody(req)
 		return nil, errors.New("intents: nil Request.URL")

@@ -1,0 +1,169 @@
+package intents
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// twoStepApplies reports whether req may be split: a plain GET without a
+// body, a Range header or a size hint.
+func (t *Transport) twoStepApplies(req *http.Request) bool {
+	if req.Method != http.MethodGet && req.Method != "" {
+		return false
+	}
+	if req.URL == nil || (req.Body != nil && req.Body != http.NoBody) || req.Header.Get("Range") != "" {
+		return false
+	}
+	if in, _ := FromContext(req.Context()); in.SizeToBeReceived != 0 {
+		return false
+	}
+	return t.sizes.get(req.URL.String()) == 0
+}
+
+// twoStep fetches the first TwoStep bytes as a small query, learns the size
+// from Content-Range, and fetches the rest with that size as the intent,
+// returning one response stitched from both. It never stitches two versions
+// of an object: the second request carries If-Range with the first one's
+// validator, and without a validator, or when anything is unexpected, it
+// falls back to a plain GET.
+func (t *Transport) twoStep(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	n := int64(t.TwoStep)
+
+	first := req.Clone(WithIntents(ctx, Intents{Category: CategoryQuery, SizeToBeReceived: n}))
+	first.Header.Set("Range", "bytes=0-"+strconv.FormatInt(n-1, 10))
+	resp1, err := t.roundTrip(first)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case resp1.StatusCode == http.StatusRequestedRangeNotSatisfiable: // an empty object, say
+		return t.plainAfter(req, resp1)
+	case resp1.StatusCode != http.StatusPartialContent:
+		// The server ignored Range (200, the whole object) or answered
+		// otherwise: that is the answer.
+		resp1.Request = req
+		return resp1, nil
+	case resp1.Uncompressed || (resp1.Header.Get("Content-Encoding") != "" && resp1.Header.Get("Content-Encoding") != "identity"):
+		return t.plainAfter(req, resp1) // ranges of an encoding do not stitch into its decoding
+	}
+	start, end, total, err := parseContentRange(resp1.Header.Get("Content-Range"))
+	if err != nil || start != 0 || end >= total || resp1.ContentLength != end+1 {
+		return t.plainAfter(req, resp1)
+	}
+	t.sizes.put(req.URL.String(), total)
+	whole := func(body io.ReadCloser) *http.Response {
+		r := *resp1
+		r.Status, r.StatusCode = "200 OK", http.StatusOK
+		r.Header = resp1.Header.Clone()
+		r.Header.Del("Content-Range")
+		r.Header.Set("Content-Length", strconv.FormatInt(total, 10))
+		r.ContentLength = total
+		r.Body = body
+		r.Request = req
+		return &r
+	}
+	if end+1 == total { // it all came in the first part
+		return whole(resp1.Body), nil
+	}
+	validator := resp1.Header.Get("ETag")
+	if validator == "" || strings.HasPrefix(validator, "W/") { // If-Range needs a strong validator
+		validator = resp1.Header.Get("Last-Modified")
+	}
+	if validator == "" {
+		return t.plainAfter(req, resp1)
+	}
+
+	rest := total - end - 1
+	in, _ := FromContext(ctx)
+	in.SizeToBeReceived = rest
+	second := req.Clone(WithIntents(ctx, in))
+	second.Header.Set("Range", "bytes="+strconv.FormatInt(end+1, 10)+"-")
+	second.Header.Set("If-Range", validator)
+	resp2, err := t.roundTrip(second)
+	if err != nil {
+		resp1.Body.Close()
+		return nil, err
+	}
+	if resp2.StatusCode == http.StatusOK {
+		// The object changed: If-Range gave the whole new version.
+		resp1.Body.Close()
+		resp2.Request = req
+		return resp2, nil
+	}
+	s2, e2, t2, err := parseContentRange(resp2.Header.Get("Content-Range"))
+	if resp2.StatusCode != http.StatusPartialContent || err != nil || s2 != end+1 || e2 != total-1 || t2 != total ||
+		resp2.Uncompressed || resp2.Header.Get("Content-Encoding") != resp1.Header.Get("Content-Encoding") {
+		resp2.Body.Close()
+		return t.plainAfter(req, resp1)
+	}
+	return whole(&stitched{parts: []io.ReadCloser{resp1.Body, resp2.Body}}), nil
+}
+
+// plainAfter gives up on the split: it closes resp and sends req as is.
+func (t *Transport) plainAfter(req *http.Request, resp *http.Response) (*http.Response, error) {
+	resp.Body.Close()
+	return t.roundTrip(req.Clone(req.Context()))
+}
+
+// parseContentRange reads "bytes START-END/TOTAL".
+func parseContentRange(s string) (start, end, total int64, err error) {
+	bad := fmt.Errorf("intents: bad Content-Range %q", s)
+	rest, ok := strings.CutPrefix(s, "bytes ")
+	if !ok {
+		return 0, 0, 0, bad
+	}
+	rng, tot, ok := strings.Cut(rest, "/")
+	if !ok {
+		return 0, 0, 0, bad
+	}
+	a, b, ok := strings.Cut(rng, "-")
+	if !ok {
+		return 0, 0, 0, bad
+	}
+	if start, err = strconv.ParseInt(a, 10, 64); err != nil {
+		return 0, 0, 0, bad
+	}
+	if end, err = strconv.ParseInt(b, 10, 64); err != nil {
+		return 0, 0, 0, bad
+	}
+	if total, err = strconv.ParseInt(tot, 10, 64); err != nil || start < 0 || end < start || total <= end {
+		return 0, 0, 0, bad
+	}
+	return start, end, total, nil
+}
+
+// stitched reads its parts one after the other and closes them all.
+type stitched struct {
+	parts []io.ReadCloser
+	i     int
+}
+
+func (s *stitched) Read(p []byte) (int, error) {
+	for s.i < len(s.parts) {
+		n, err := s.parts[s.i].Read(p)
+		if errors.Is(err, io.EOF) {
+			s.i++
+			if n > 0 || s.i < len(s.parts) {
+				if n > 0 {
+					return n, nil
+				}
+				continue
+			}
+		}
+		return n, err
+	}
+	return 0, io.EOF
+}
+
+func (s *stitched) Close() error {
+	var errs []error
+	for _, p := range s.parts {
+		errs = append(errs, p.Close())
+	}
+	return errors.Join(errs...)
+}
