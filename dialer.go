@@ -411,9 +411,13 @@ func (d *Dialer) dialOne(ctx context.Context, network string, remote netip.AddrP
 		}
 		return nil
 	}
+	start := time.Now()
 	c, err := nd.DialContext(ctx, network, remote.String())
 	if err != nil {
 		return nil, err
+	}
+	if strings.HasPrefix(network, "tcp") {
+		p.sampleRTT(time.Since(start)) // the handshake took one round trip
 	}
 	return &Conn{Conn: c, path: p, binding: binding}, nil
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/sockintents/intents/internal/estimate"
 )
 
 // A Path is one local access network: an interface with its addresses, its
@@ -37,14 +39,44 @@ type Path struct {
 	Expensive   bool // metered, e.g. cellular
 	Constrained bool // low data mode
 
-	Estimate Estimate
+	// Prior is what is assumed of the path before it is measured: the
+	// RTT and Bandwidth of its PathConfig.
+	Prior Estimate
+
+	est *estimate.Path // live estimates, shared by the path's snapshots
 }
 
 // Estimate is what is known about a path's performance. Zero fields are
-// unknown; until measurements exist they hold the configured hints.
+// unknown.
 type Estimate struct {
 	RTT       time.Duration // smoothed round-trip time
-	Bandwidth int64         // capacity in bits per second
+	RTTVar    time.Duration // its variation
+	MinRTT    time.Duration // windowed minimum (10 min)
+	Bandwidth int64         // capacity, bits/s: windowed maximum delivery rate, at least the prior
+	Rate      int64         // current delivery rate, bits/s
+	Active    int           // connections with transfers in progress
+	Loss      float64       // share of segments lost, 0..1
+	Measured  bool          // RTT is measured, not only the prior
+}
+
+// FreeBandwidth is the capacity share a new transfer can expect, the
+// Socket Intents prototype's rule: Bandwidth / (Active·Rate/Bandwidth + 1).
+func (e Estimate) FreeBandwidth() int64 {
+	if e.Bandwidth <= 0 {
+		return 0
+	}
+	return int64(float64(e.Bandwidth) / (float64(e.Active)*float64(e.Rate)/float64(e.Bandwidth) + 1))
+}
+
+// Estimate returns what is known about the path now: measurements of the
+// connections this library made on it, the prior where there are none.
+func (p *Path) Estimate() Estimate {
+	if p.est == nil {
+		return p.Prior
+	}
+	s := p.est.Snapshot()
+	return Estimate{RTT: s.RTT, RTTVar: s.RTTVar, MinRTT: s.MinRTT, Bandwidth: int64(s.MaxRate), Rate: int64(s.Rate),
+		Active: s.Active, Loss: s.Loss, Measured: s.Samples > 0}
 }
 
 // Addr returns the path's first address of the family of remote (IPv4 or
@@ -108,6 +140,8 @@ type Manager struct {
 	resolver *Resolver
 	stop     func() error
 
+	estimators map[string]*estimate.Path // guarded by mu
+
 	subsMu sync.Mutex
 	subs   map[*func()]struct{} // called after each change of the table
 }
@@ -163,7 +197,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	if cfg.HostsFile == "" {
 		cfg.HostsFile = "/etc/hosts"
 	}
-	m := &Manager{cfg: cfg, policy: cfg.Policy, changed: make(chan struct{})}
+	m := &Manager{cfg: cfg, policy: cfg.Policy, changed: make(chan struct{}), estimators: map[string]*estimate.Path{}}
 	m.resolver = &Resolver{Manager: m}
 	if err := m.Refresh(); err != nil {
 		return nil, err
@@ -254,7 +288,7 @@ func (m *Manager) refresh() (changed bool, err error) {
 func pathEqual(a, b *Path) bool {
 	return a.Name == b.Name && a.Index == b.Index && a.Type == b.Type && a.Up == b.Up &&
 		slices.Equal(a.Addrs, b.Addrs) && slices.Equal(a.DNS, b.DNS) && slices.Equal(a.Search, b.Search) &&
-		a.Expensive == b.Expensive && a.Constrained == b.Constrained && a.Estimate == b.Estimate
+		a.Expensive == b.Expensive && a.Constrained == b.Constrained && a.Prior == b.Prior
 }
 
 func (m *Manager) discover() ([]*Path, error) {
@@ -282,7 +316,13 @@ func (m *Manager) discover() ([]*Path, error) {
 			if pc.Constrained != nil {
 				p.Constrained = *pc.Constrained
 			}
-			p.Estimate = Estimate{RTT: pc.RTT, Bandwidth: pc.Bandwidth}
+			p.Prior = Estimate{RTT: pc.RTT, MinRTT: pc.RTT, Bandwidth: pc.Bandwidth}
+		}
+		// Estimates outlive the table's snapshots: keyed by interface name.
+		p.est = m.estimators[p.Name]
+		if p.est == nil {
+			p.est = estimate.New(p.Prior.RTT, float64(p.Prior.Bandwidth))
+			m.estimators[p.Name] = p.est
 		}
 		m.pathDNS(p, pc, sys)
 		paths = append(paths, p)
@@ -398,4 +438,25 @@ func classifyByName(ifi net.Interface) (InterfaceType, bool) {
 		}
 	}
 	return 0, false
+}
+
+// sampleRTT feeds a round-trip time (a connection's set-up time) to the
+// path's estimates.
+func (p *Path) sampleRTT(d time.Duration) {
+	if p != nil && p.est != nil {
+		p.est.AddRTT(d)
+	}
+}
+
+// sampleDelivery feeds bytes delivered over d to the path's estimates.
+func (p *Path) sampleDelivery(bytes int64, d time.Duration) {
+	if p != nil && p.est != nil {
+		p.est.AddDelivery(bytes, d)
+	}
+}
+
+func (p *Path) addActive(delta int) {
+	if p != nil && p.est != nil {
+		p.est.AddActive(delta)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sockintents/intents/internal/sockopt"
+	"github.com/sockintents/intents/internal/tcpinfo"
 )
 
 // Pool defaults, those of the browsers the Socket Intents paper measured
@@ -53,6 +54,11 @@ type entry struct {
 	removed   bool
 
 	pathDown atomic.Bool // closed because its path went away
+
+	// estimator feeding, guarded by core.mu
+	active                bool   // counted as active on its path
+	tickBytes             int64  // bytesIn at the last tick
+	lastRetrans, lastSegs uint64 // TCP_INFO counters at the last sample
 
 	bytesIn, bytesOut atomic.Int64
 }
@@ -115,16 +121,18 @@ type core struct {
 	maxTotal    int
 	idleTimeout time.Duration
 
-	mu      sync.Mutex
-	entries map[string][]*entry // by key
-	dialing map[string]int      // dials in progress, by key
-	total   int                 // entries plus dials in progress
-	waiters []*waiter           // FIFO
-	stats   map[string]*PathStats
-	nextID  uint64
-	closed  bool
-	unsub   func()
-	sweeper *time.Timer // closes idle connections; armed while there are any
+	mu       sync.Mutex
+	entries  map[string][]*entry // by key
+	dialing  map[string]int      // dials in progress, by key
+	total    int                 // entries plus dials in progress
+	waiters  []*waiter           // FIFO
+	stats    map[string]*PathStats
+	nextID   uint64
+	closed   bool
+	unsub    func()
+	sweeper  *time.Timer // closes idle connections; armed while there are any
+	ticker   *time.Timer // samples active connections; armed while there are any
+	lastTick time.Time
 
 	testHookQueued func() // called under mu when a request joins the queue
 }
@@ -223,6 +231,7 @@ func (c *core) acquire(ctx context.Context, key string, dest Destination, in *In
 		}
 		c.entries[key] = append(c.entries[key], e)
 		c.stat(g.path).Dials++
+		c.setActive(e, true)
 		c.mu.Unlock()
 		if w, ok := pc.(interface{ watch(func()) }); ok {
 			w.watch(func() { c.changed(e) })
@@ -388,6 +397,7 @@ func (c *core) reserve(e *entry, now time.Time) (grant, bool) {
 		return grant{}, false
 	}
 	e.idleSince = time.Time{}
+	c.setActive(e, true)
 	c.stat(e.path).Reuses++
 	g := grant{e: e, wasIdle: wasIdle}
 	if wasIdle {
@@ -425,6 +435,7 @@ func (c *core) remove(e *entry) {
 		return
 	}
 	e.removed = true
+	c.setActive(e, false)
 	es := c.entries[e.key]
 	if i := slices.Index(es, e); i >= 0 {
 		c.entries[e.key] = slices.Delete(es, i, i+1)
@@ -462,6 +473,8 @@ func (c *core) changedLocked(e *entry) {
 	} else if e.c.inFlight() == 0 && e.idleSince.IsZero() {
 		now := time.Now()
 		e.lastUsed, e.idleSince = now, now
+		c.sampleTCP(e)
+		c.setActive(e, false)
 		if c.sweeper == nil {
 			c.sweeper = time.AfterFunc(c.idleTimeout, c.sweep)
 		}
@@ -615,6 +628,10 @@ func (c *core) closeIdle() {
 func (c *core) close() {
 	c.mu.Lock()
 	c.closed = true
+	if c.ticker != nil {
+		c.ticker.Stop()
+		c.ticker = nil
+	}
 	if c.sweeper != nil {
 		c.sweeper.Stop()
 		c.sweeper = nil
@@ -816,4 +833,84 @@ func (c *PooledConn) Close() error {
 func hasLocalAddr(p *Path, c net.Conn) bool {
 	ap, err := netip.ParseAddrPort(c.LocalAddr().String())
 	return err != nil || slices.Contains(p.Addrs, ap.Addr().Unmap())
+}
+
+// setActive counts e as active (requests in flight) on its path or not, and
+// keeps the sampling tick running while anything is active. Under c.mu.
+func (c *core) setActive(e *entry, active bool) {
+	if e.active == active {
+		return
+	}
+	e.active = active
+	if active {
+		e.path.addActive(1)
+		e.tickBytes = e.bytesIn.Load()
+		if c.ticker == nil {
+			c.lastTick = time.Now()
+			c.ticker = time.AfterFunc(sampleInterval, c.tick)
+		}
+	} else {
+		e.path.addActive(-1)
+	}
+}
+
+// sampleInterval is how often active connections are sampled, as the
+// Socket Intents prototype did.
+const sampleInterval = 100 * time.Millisecond
+
+// tick samples the active connections: TCP_INFO of each, and the bytes
+// each path delivered since the last tick (its delivery rate, all of the
+// path's connections together). It stops when nothing is active.
+func (c *core) tick() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	elapsed := now.Sub(c.lastTick)
+	c.lastTick = now
+	delivered := map[*Path]int64{}
+	any := false
+	for _, es := range c.entries {
+		for _, e := range es {
+			if !e.active {
+				continue
+			}
+			any = true
+			c.sampleTCP(e)
+			in := e.bytesIn.Load()
+			delivered[e.path] += in - e.tickBytes
+			e.tickBytes = in
+		}
+	}
+	for p, n := range delivered {
+		p.sampleDelivery(n, elapsed)
+	}
+	if !any || c.closed {
+		c.ticker = nil
+		return
+	}
+	c.ticker.Reset(sampleInterval)
+}
+
+// sampleTCP feeds e's TCP_INFO (RTT, loss) to its path's estimates.
+func (c *core) sampleTCP(e *entry) {
+	if e.path == nil || e.raw == nil {
+		return
+	}
+	sc, ok := e.raw.(syscall.Conn)
+	if !ok {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	info, err := tcpinfo.Get(rc)
+	if err != nil {
+		return
+	}
+	e.path.sampleRTT(info.RTT)
+	if e.path.est != nil && info.DataSegsOut >= e.lastSegs && info.Retrans >= e.lastRetrans {
+		e.path.est.AddLoss(info.Retrans-e.lastRetrans, info.DataSegsOut-e.lastSegs)
+	}
+	e.lastRetrans, e.lastSegs = info.Retrans, info.DataSegsOut
 }

@@ -325,6 +325,7 @@ func (b *countingBody) finish() {
 		return
 	}
 	d := time.Since(b.start)
+	b.e.path.sampleDelivery(b.n, d)
 	b.t.count(b.e.path, func(s *TransportPathStats) {
 		s.BytesReceived += b.n
 		s.ReceiveTime += d

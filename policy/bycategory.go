@@ -27,12 +27,12 @@ func (b *ByCategory) Decide(req *intents.Request, d *intents.Decision) {
 	switch cat {
 	case intents.CategoryQuery, intents.CategoryControl, intents.CategoryKeepalive:
 		slices.SortStableFunc(paths, func(a, b *intents.Path) int {
-			return cmpKnown(a.Estimate.RTT, b.Estimate.RTT, false)
+			return cmpKnown(a.Estimate().RTT, b.Estimate().RTT, false)
 		})
 		reason = "bycategory: " + cat.String() + " → lowest RTT"
 	case intents.CategoryBulk, intents.CategoryStream:
 		slices.SortStableFunc(paths, func(a, b *intents.Path) int {
-			return cmpKnown(a.Estimate.Bandwidth, b.Estimate.Bandwidth, true)
+			return cmpKnown(a.Estimate().Bandwidth, b.Estimate().Bandwidth, true)
 		})
 		reason = "bycategory: " + cat.String() + " → highest bandwidth"
 	}

@@ -12,8 +12,8 @@ import (
 func paths() []*intents.Path {
 	return []*intents.Path{
 		{Name: "eth0", Type: intents.TypeWired, Up: true},
-		{Name: "wlan0", Type: intents.TypeWifi, Up: true, Estimate: intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 5e6}},
-		{Name: "wwan0", Type: intents.TypeCellular, Up: true, Estimate: intents.Estimate{RTT: 60 * time.Millisecond, Bandwidth: 50e6}},
+		{Name: "wlan0", Type: intents.TypeWifi, Up: true, Prior: intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 5e6}},
+		{Name: "wwan0", Type: intents.TypeCellular, Up: true, Prior: intents.Estimate{RTT: 60 * time.Millisecond, Bandwidth: 50e6}},
 	}
 }
 

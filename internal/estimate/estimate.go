@@ -1,0 +1,148 @@
+// Package estimate keeps per-path performance estimates from passive
+// measurements: round-trip times (from connection set-up and TCP_INFO),
+// delivered bytes over time, active connections and loss.
+package estimate
+
+import (
+	"sync"
+	"time"
+)
+
+// Windows of the filters.
+const (
+	MinRTTWindow  = 10 * time.Minute // as BBR's min_rtt, generously
+	MaxRateWindow = 30 * time.Second // capacity changes faster than base RTT
+)
+
+// Snapshot is what is known about a path at one moment. Zero durations and
+// rates are unknown.
+type Snapshot struct {
+	RTT     time.Duration // smoothed (RFC 6298 SRTT)
+	RTTVar  time.Duration
+	MinRTT  time.Duration // windowed minimum
+	Rate    float64       // current delivery rate, bits/s (EWMA)
+	MaxRate float64       // windowed maximum delivery rate, bits/s: the capacity seen
+	Active  int           // connections with transfers in progress
+	Loss    float64       // lost / sent segments of sampled connections, 0..1
+	Samples int           // RTT samples so far; 0 means RTT is only a prior
+}
+
+// FreeRate is the capacity share a new transfer can expect, the
+// prototype's rule: max_rate / (active·rate/max_rate + 1).
+func (s Snapshot) FreeRate() float64 {
+	if s.MaxRate <= 0 {
+		return 0
+	}
+	return s.MaxRate / (float64(s.Active)*s.Rate/s.MaxRate + 1)
+}
+
+// Path estimates one path. It is safe for concurrent use.
+type Path struct {
+	mu        sync.Mutex
+	prior     Snapshot
+	srtt      time.Duration
+	rttvar    time.Duration
+	samples   int
+	minRTT    windowed
+	rate      float64
+	maxRate   windowed
+	active    int
+	lost      uint64
+	sent      uint64
+	now       func() time.Time
+	rateKnown bool // a delivery sample exists
+}
+
+// New returns a Path with priors: rtt and rate (bits/s) stand until
+// measurements replace them (zero: unknown).
+func New(rtt time.Duration, rate float64) *Path {
+	return &Path{
+		prior:   Snapshot{RTT: rtt, MinRTT: rtt, MaxRate: rate, Rate: 0},
+		minRTT:  newWindowed(MinRTTWindow, less),
+		maxRate: newWindowed(MaxRateWindow, greater),
+		now:     time.Now,
+	}
+}
+
+// SetClock replaces time.Now, for tests.
+func (p *Path) SetClock(now func() time.Time) { p.now = now }
+
+// AddRTT adds a round-trip time sample (RFC 6298 smoothing: α = 1/8, β = 1/4).
+func (p *Path) AddRTT(rtt time.Duration) {
+	if rtt <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.samples == 0 {
+		p.srtt, p.rttvar = rtt, rtt/2
+	} else {
+		diff := p.srtt - rtt
+		if diff < 0 {
+			diff = -diff
+		}
+		p.rttvar = (3*p.rttvar + diff) / 4
+		p.srtt = (7*p.srtt + rtt) / 8
+	}
+	p.samples++
+	p.minRTT.update(p.now(), float64(rtt))
+}
+
+// AddDelivery adds a delivery-rate sample: bytes delivered over d.
+func (p *Path) AddDelivery(bytes int64, d time.Duration) {
+	if bytes <= 0 || d <= 0 {
+		return
+	}
+	r := float64(bytes) * 8 / d.Seconds()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.rateKnown {
+		p.rate, p.rateKnown = r, true
+	} else {
+		p.rate = 0.75*p.rate + 0.25*r
+	}
+	p.maxRate.update(p.now(), r)
+}
+
+// AddActive changes the count of active connections by delta.
+func (p *Path) AddActive(delta int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.active = max(p.active+delta, 0)
+}
+
+// AddLoss adds lost and sent segment counts of a connection's TCP_INFO
+// since its last sample.
+func (p *Path) AddLoss(lost, sent uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lost += lost
+	p.sent += sent
+}
+
+// Snapshot returns the current estimates; priors fill what has not been
+// measured.
+func (p *Path) Snapshot() Snapshot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.prior
+	s.Active = p.active
+	if p.samples > 0 {
+		s.RTT, s.RTTVar, s.Samples = p.srtt, p.rttvar, p.samples
+		if v, ok := p.minRTT.get(); ok {
+			s.MinRTT = time.Duration(v)
+		}
+	}
+	if p.rateKnown {
+		s.Rate = p.rate
+		// A configured capacity is a floor: light traffic never shows a
+		// path's capacity, so measurements only raise it.
+		if v, ok := p.maxRate.get(); ok {
+			s.MaxRate = max(s.MaxRate, v)
+		}
+	}
+	if p.sent > 0 {
+		s.Loss = float64(p.lost) / float64(p.sent)
+	}
+	return s
+}

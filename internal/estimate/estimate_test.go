@@ -1,0 +1,92 @@
+package estimate
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestUnknownUntilSampled(t *testing.T) {
+	p := New(0, 0)
+	s := p.Snapshot()
+	assert.Zero(t, s.RTT)
+	assert.Zero(t, s.MaxRate)
+	assert.Zero(t, s.Samples)
+	assert.Zero(t, s.FreeRate())
+
+	p = New(30*time.Millisecond, 10e6)
+	s = p.Snapshot()
+	assert.Equal(t, 30*time.Millisecond, s.RTT, "the prior stands in")
+	assert.Equal(t, 10e6, s.MaxRate)
+	assert.Zero(t, s.Samples, "but is not a measurement")
+}
+
+func TestRTTSmoothing(t *testing.T) {
+	p := New(0, 0)
+	p.AddRTT(100 * time.Millisecond)
+	s := p.Snapshot()
+	assert.Equal(t, 100*time.Millisecond, s.RTT)
+	assert.Equal(t, 50*time.Millisecond, s.RTTVar)
+	p.AddRTT(20 * time.Millisecond)
+	s = p.Snapshot()
+	// RFC 6298: RTTVAR = 3/4·50 + 1/4·|100-20| = 57.5; SRTT = 7/8·100 + 1/8·20 = 90.
+	assert.Equal(t, 90*time.Millisecond, s.RTT)
+	assert.Equal(t, 57500*time.Microsecond, s.RTTVar)
+	assert.Equal(t, 20*time.Millisecond, s.MinRTT)
+	assert.Equal(t, 2, s.Samples)
+}
+
+func TestWindowedMinExpires(t *testing.T) {
+	now := time.Unix(1000, 0)
+	p := New(0, 0)
+	p.SetClock(func() time.Time { return now })
+	p.AddRTT(10 * time.Millisecond)
+	now = now.Add(time.Minute)
+	p.AddRTT(50 * time.Millisecond)
+	assert.Equal(t, 10*time.Millisecond, p.Snapshot().MinRTT, "within the window the minimum holds")
+	now = now.Add(MinRTTWindow)
+	p.AddRTT(40 * time.Millisecond)
+	assert.Equal(t, 40*time.Millisecond, p.Snapshot().MinRTT, "after it, older minima are gone")
+}
+
+func TestWindowedMaxRateAndEWMA(t *testing.T) {
+	now := time.Unix(1000, 0)
+	p := New(0, 0)
+	p.SetClock(func() time.Time { return now })
+	p.AddDelivery(125000, 100*time.Millisecond) // 10 Mbit/s
+	p.AddDelivery(62500, 100*time.Millisecond)  // 5 Mbit/s
+	s := p.Snapshot()
+	assert.InDelta(t, 10e6, s.MaxRate, 1)
+	assert.InDelta(t, 0.75*10e6+0.25*5e6, s.Rate, 1)
+	now = now.Add(MaxRateWindow + time.Second)
+	p.AddDelivery(25000, 100*time.Millisecond) // 2 Mbit/s
+	assert.InDelta(t, 2e6, p.Snapshot().MaxRate, 1, "the old maximum left the window")
+}
+
+func TestPriorCapacityIsAFloor(t *testing.T) {
+	p := New(0, 20e6)
+	p.AddDelivery(12500, 100*time.Millisecond) // 1 Mbit/s: a small transfer
+	assert.Equal(t, 20e6, p.Snapshot().MaxRate)
+	p.AddDelivery(500000, 100*time.Millisecond) // 40 Mbit/s
+	assert.InDelta(t, 40e6, p.Snapshot().MaxRate, 1)
+}
+
+func TestFreeRate(t *testing.T) {
+	s := Snapshot{MaxRate: 10e6, Rate: 5e6, Active: 2}
+	// 10 / (2·5/10 + 1) = 5
+	assert.InDelta(t, 5e6, s.FreeRate(), 1)
+	s.Active = 0
+	assert.InDelta(t, 10e6, s.FreeRate(), 1)
+}
+
+func TestActiveAndLoss(t *testing.T) {
+	p := New(0, 0)
+	p.AddActive(2)
+	p.AddActive(-1)
+	p.AddActive(-5)
+	assert.Zero(t, p.Snapshot().Active, "never negative")
+	p.AddLoss(1, 100)
+	p.AddLoss(3, 100)
+	assert.InDelta(t, 0.02, p.Snapshot().Loss, 1e-9)
+}
