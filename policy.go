@@ -48,6 +48,10 @@ type Candidate struct {
 	Age       time.Duration // time since it was opened
 	BytesIn   int64
 	BytesOut  int64
+	// Pending is how many bytes are still expected on it: the size hints of
+	// its requests in flight less what has arrived. A busy connection frees
+	// up when they are in.
+	Pending int64
 }
 
 // Request is one decision's input.

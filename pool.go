@@ -61,11 +61,12 @@ type entry struct {
 	lastRetrans, lastSegs uint64 // TCP_INFO counters at the last sample
 
 	bytesIn, bytesOut atomic.Int64
+	pending           atomic.Int64 // bytes expected by requests in flight
 }
 
 func (e *entry) candidate(now time.Time) Candidate {
 	return Candidate{ID: e.id, Path: e.path, MPTCP: e.mptcp, Available: e.c.available(), InFlight: e.c.inFlight(),
-		Idle: now.Sub(e.lastUsed), Age: now.Sub(e.created), BytesIn: e.bytesIn.Load(), BytesOut: e.bytesOut.Load()}
+		Idle: now.Sub(e.lastUsed), Age: now.Sub(e.created), BytesIn: e.bytesIn.Load(), BytesOut: e.bytesOut.Load(), Pending: max(e.pending.Load(), 0)}
 }
 
 // alive checks an idle connection's socket without blocking.

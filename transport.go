@@ -204,8 +204,11 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			trace.GotConn(httptrace.GotConnInfo{Conn: e.raw, Reused: reused, WasIdle: a.wasIdle, IdleTime: a.idle})
 		}
 		t.count(e.path, func(s *TransportPathStats) { s.Requests++ })
+		expect := max(in.SizeToBeReceived, 0)
+		e.pending.Add(expect)
 		resp, err := e.c.(*clientConn).roundTrip(req)
 		if err != nil {
+			e.pending.Add(-expect)
 			if reused && attempt == 0 && ctx.Err() == nil && !e.pathDown.Load() {
 				if again, ok := rewind(req); ok {
 					req = again
@@ -218,7 +221,11 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			t.sizes.put(url, resp.ContentLength)
 		}
 		if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil && resp.Body != http.NoBody {
-			resp.Body = &countingBody{rc: resp.Body, t: t, e: e, start: time.Now()}
+			cb := &countingBody{rc: resp.Body, t: t, e: e, start: time.Now()}
+			cb.expect.Store(expect)
+			resp.Body = cb
+		} else {
+			e.pending.Add(-expect)
 		}
 		return resp, nil
 	}
@@ -299,15 +306,27 @@ type countingBody struct {
 	rc    io.ReadCloser
 	t     *Transport
 	e     *entry
-	start time.Time
-	n     int64
-	done  atomic.Bool
+	start  time.Time
+	n      atomic.Int64 // Close may race with Read
+	expect atomic.Int64 // of the entry's pending bytes, what this body still owes
+	done   atomic.Bool
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
-	b.n += int64(n)
+	b.n.Add(int64(n))
 	b.e.bytesIn.Add(int64(n))
+	for {
+		owed := b.expect.Load()
+		dec := min(int64(n), owed)
+		if dec <= 0 {
+			break
+		}
+		if b.expect.CompareAndSwap(owed, owed-dec) {
+			b.e.pending.Add(-dec)
+			break
+		}
+	}
 	if err != nil {
 		b.finish()
 	}
@@ -324,10 +343,12 @@ func (b *countingBody) finish() {
 	if b.done.Swap(true) {
 		return
 	}
+	b.e.pending.Add(-b.expect.Swap(0))
 	d := time.Since(b.start)
-	b.e.path.sampleDelivery(b.n, d)
+	n := b.n.Load()
+	b.e.path.sampleDelivery(n, d)
 	b.t.count(b.e.path, func(s *TransportPathStats) {
-		s.BytesReceived += b.n
+		s.BytesReceived += n
 		s.ReceiveTime += d
 	})
 }

@@ -1,0 +1,221 @@
+package policy
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sockintents/intents"
+)
+
+// Two paths for hand computation: p1 20 ms / 10 Mbit/s (1.25 MB/s),
+// p2 100 ms / 50 Mbit/s (6.25 MB/s); initial window 10 × 1448 = 14480 B.
+func handPaths() (p1, p2 *intents.Path) {
+	p1 = &intents.Path{Name: "p1", Up: true, Prior: intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 10e6}}
+	p2 = &intents.Path{Name: "p2", Up: true, Prior: intents.Estimate{RTT: 100 * time.Millisecond, Bandwidth: 50e6}}
+	return
+}
+
+func ms(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+
+func TestModelByHand(t *testing.T) {
+	p1, p2 := handPaths()
+	var m Model
+	// 10 kB fits the initial window: set-up (2 RTT) only.
+	assert.Equal(t, ms(40), m.NewConn(p1, 10000, false))
+	assert.Equal(t, ms(200), m.NewConn(p2, 10000, false))
+	// TLS 1.3 costs one more round trip; 1.2 (the paper's simulator) two.
+	assert.Equal(t, ms(60), m.NewConn(p1, 10000, true))
+	assert.Equal(t, ms(80), (&Model{TLSRoundTrips: 2}).NewConn(p1, 10000, true))
+	// 1 MB on p1: one slow-start round (14480 B), then the window's rate
+	// (28960 B / 20 ms) exceeds 1.25 MB/s: the rest at that rate.
+	// 40 + 20 + (1e6 - 14480) / 1.25e6 s = 848.416 ms.
+	assert.InDelta(t, 848.416, float64(m.NewConn(p1, 1e6, false))/1e6, 0.001)
+	// 1 MB on p2: six rounds (14480 · (2^6 - 1) = 912240 B by 600 ms), then
+	// the window exceeds 6.25 MB/s: 200 + 600 + 87760 / 6.25e6 s = 814.0416 ms.
+	assert.InDelta(t, 814.0416, float64(m.NewConn(p2, 1e6, false))/1e6, 0.001)
+	// Reusing a warm connection: one round trip, then the free rate.
+	c := &intents.Candidate{ID: 1, Path: p2, Available: 1, Idle: 100 * time.Millisecond}
+	assert.InDelta(t, 260.0, float64(m.Reuse(c, 1e6))/1e6, 0.001)
+	// A cold one (idle over 1 s) slow-starts again: 100 + 600 + 14.0416 ms.
+	c.Idle = 5 * time.Second
+	assert.InDelta(t, 714.0416, float64(m.Reuse(c, 1e6))/1e6, 0.001)
+	// A busy one is charged its pending bytes first: + 625000 / 6.25e6 s.
+	c.Idle, c.Available, c.InFlight, c.Pending = 0, 0, 1, 625000
+	assert.InDelta(t, 360.0, float64(m.Reuse(c, 1e6))/1e6, 0.001)
+}
+
+func eafChoice(t *testing.T, p intents.Policy, size int64, paths []*intents.Path, cands []intents.Candidate) intents.Choice {
+	t.Helper()
+	req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: size}, Paths: paths, Candidates: cands}
+	var d intents.Decision
+	p.Decide(req, &d)
+	require.NotEmpty(t, d.Choices, d.Reason)
+	return d.Choices[0]
+}
+
+func TestEAFFlipsWhereTheHandComputationSays(t *testing.T) {
+	p1, p2 := handPaths()
+	paths := []*intents.Path{p1, p2}
+	eaf := &EAF{}
+	// p1: 60 ms + (s - 14480) / 1.25 MB/s; p2 is 700 ms for any s in
+	// (448880, 912240]. They meet at s = 0.64 · 1.25e6 + 14480 = 814480 B.
+	// Beyond 912240 B p2 needs another round (800 ms + ...): p1 wins again
+	// until 0.06 + (s-14480)/1.25e6 = 0.8 + (s-912240)/6.25e6, s = 946290 B.
+	for _, tc := range []struct {
+		size int64
+		want string
+	}{
+		{1000, "p1"}, {100000, "p1"}, {814380, "p1"}, {814580, "p2"}, {912240, "p2"},
+		{920000, "p1"}, {946190, "p1"}, {946390, "p2"}, {10e6, "p2"},
+	} {
+		assert.Equal(t, tc.want, eafChoice(t, eaf, tc.size, paths, nil).Path.Name, "size %d", tc.size)
+	}
+	// No size hint: the lowest RTT.
+	assert.Equal(t, "p1", eafChoice(t, eaf, 0, []*intents.Path{p2, p1}, nil).Path.Name)
+}
+
+func TestEAFReuseVersusNew(t *testing.T) {
+	p1, p2 := handPaths()
+	paths := []*intents.Path{p1, p2}
+	cands := []intents.Candidate{{ID: 7, Path: p2, Available: 1, Idle: 100 * time.Millisecond}}
+	ch := eafChoice(t, &EAF{}, 1e6, paths, cands)
+	require.NotNil(t, ch.Reuse, "260 ms reusing p2 beats 848 ms new on p1")
+	assert.Equal(t, uint64(7), ch.Reuse.ID)
+	assert.Same(t, &cands[0], ch.Reuse, "a pointer into the request's candidates")
+	// Busy with 10 MB still to come (1.6 s): a new connection on p2 is sooner.
+	cands[0].Available, cands[0].InFlight, cands[0].Pending = 0, 1, 10e6
+	ch = eafChoice(t, &EAF{}, 1e6, paths, cands)
+	assert.Nil(t, ch.Reuse)
+	assert.Equal(t, "p2", ch.Path.Name)
+	assert.True(t, ch.Fresh)
+}
+
+func TestEAFMPTCP(t *testing.T) {
+	// With windows that never limit, MPTCP over equal-RTT paths is plain
+	// arithmetic: 2 RTT, then size over the sum of the rates.
+	m := Model{InitialWindow: 1 << 20}
+	a := &intents.Path{Name: "a", Up: true, Prior: intents.Estimate{RTT: 50 * time.Millisecond, Bandwidth: 8e6}}
+	b := &intents.Path{Name: "b", Up: true, Prior: intents.Estimate{RTT: 50 * time.Millisecond, Bandwidth: 16e6}}
+	assert.InDelta(t, 100+1000, float64(m.MPTCP(a, b, 3e6, false))/1e6, 0.01) // 3 MB at 3 MB/s
+	assert.InDelta(t, 100+1500, float64(m.NewConn(b, 3e6, false))/1e6, 0.01)
+
+	e := &EAFMPTCP{Model: m}
+	paths := []*intents.Path{a, b}
+	ch := eafChoice(t, e, 3e6, paths, nil)
+	assert.True(t, ch.MPTCP, "1.1 s beats 1.6 s by more than 10 %%")
+	assert.Equal(t, "b", ch.Path.Name, "the first subflow on the better path")
+	ch = eafChoice(t, e, 10000, paths, nil)
+	assert.False(t, ch.MPTCP, "a small object gains nothing from a second subflow")
+	req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 3e6, Multipath: intents.MultipathOff}, Paths: paths}
+	var d intents.Decision
+	e.Decide(req, &d)
+	assert.False(t, d.Choices[0].MPTCP, "multipath=off is obeyed")
+}
+
+func TestThreshold(t *testing.T) {
+	p1, p2 := handPaths()
+	paths := []*intents.Path{p2, p1}
+	// On p1 the latency part is 2 × 20 ms = 40 ms; the capacity part passes
+	// it at 40 ms × 1.25 MB/s = 50 kB.
+	assert.Equal(t, "p1", eafChoice(t, &Threshold{}, 49000, paths, nil).Path.Name)
+	assert.Equal(t, "p2", eafChoice(t, &Threshold{}, 51000, paths, nil).Path.Name)
+	assert.Equal(t, "p1", eafChoice(t, &Threshold{}, 0, paths, nil).Path.Name)
+}
+
+func TestFileSize(t *testing.T) {
+	p1, p2 := handPaths()
+	f := &FileSize{Rules: []SizeRule{{Max: 100 << 10, Path: "p1"}, {Path: "p2"}}}
+	paths := []*intents.Path{p1, p2}
+	assert.Equal(t, "p1", eafChoice(t, f, 100<<10, paths, nil).Path.Name)
+	assert.Equal(t, "p2", eafChoice(t, f, 100<<10+1, paths, nil).Path.Name)
+	assert.Equal(t, "p1", eafChoice(t, f, 0, paths, nil).Path.Name)
+}
+
+func TestHashAndLoadBalance(t *testing.T) {
+	p1, p2 := handPaths()
+	paths := []*intents.Path{p1, p2}
+	first := func(host string) string {
+		req := &intents.Request{Dest: intents.Destination{Host: host, Port: 443}, Paths: paths}
+		var d intents.Decision
+		Hash{}.Decide(req, &d)
+		return d.Choices[0].Path.Name
+	}
+	seen := map[string]bool{}
+	for i := range 20 {
+		host := string(rune('a'+i)) + ".example"
+		assert.Equal(t, first(host), first(host), "stable per destination")
+		seen[first(host)] = true
+	}
+	assert.Len(t, seen, 2, "destinations spread over both paths")
+	ch := eafChoice(t, LoadBalance{}, 0, paths, nil)
+	assert.Equal(t, "p1", ch.Path.Name, "a tie keeps preference order")
+}
+
+func TestFirst(t *testing.T) {
+	p1, p2 := handPaths()
+	ch := eafChoice(t, First{Single("nope"), Single("p2")}, 0, []*intents.Path{p1, p2}, nil)
+	assert.Equal(t, "p2", ch.Path.Name)
+}
+
+// Every policy, on random requests: choices only among the request's paths
+// and candidates, and the same answer for the same request.
+func TestPoliciesChooseOnlyWhatTheyAreGiven(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	policies := map[string]func() intents.Policy{
+		"system": func() intents.Policy { return System{} }, "single": func() intents.Policy { return Single("p3") },
+		"roundrobin": func() intents.Policy { return &RoundRobin{} }, "bycategory": func() intents.Policy { return &ByCategory{} },
+		"eaf": func() intents.Policy { return &EAF{} }, "eafmptcp": func() intents.Policy { return &EAFMPTCP{} },
+		"threshold": func() intents.Policy { return &Threshold{} }, "hash": func() intents.Policy { return Hash{} },
+		"loadbalance": func() intents.Policy { return LoadBalance{} },
+		"filesize":    func() intents.Policy { return &FileSize{Rules: []SizeRule{{Max: 1e5, Path: "p1"}, {Path: "p2"}}} },
+	}
+	for range 500 {
+		req := randomRequest(rng)
+		for name, mk := range policies {
+			var d1, d2 intents.Decision
+			mk().Decide(req, &d1)
+			mk().Decide(req, &d2)
+			assert.Equal(t, d1, d2, "%s is deterministic", name)
+			for _, c := range d1.Choices {
+				if c.Reuse != nil {
+					assert.True(t, inCands(req.Candidates, c.Reuse), "%s reuses only a candidate", name)
+				}
+				if c.Path != nil {
+					assert.Contains(t, req.Paths, c.Path, "%s chooses only a permitted path", name)
+				}
+			}
+		}
+	}
+}
+
+func inCands(cs []intents.Candidate, c *intents.Candidate) bool {
+	for i := range cs {
+		if &cs[i] == c {
+			return true
+		}
+	}
+	return false
+}
+
+func randomRequest(rng *rand.Rand) *intents.Request {
+	n := 1 + rng.IntN(5)
+	req := &intents.Request{Intents: intents.Intents{Category: intents.Category(rng.IntN(6)),
+		SizeToBeReceived: []int64{0, 1, 1e3, 1e5, 1e6, 1e8}[rng.IntN(6)]},
+		Dest: intents.Destination{Host: "h" + string(rune('a'+rng.IntN(26))), Port: 443, TLS: rng.IntN(2) == 0}}
+	for i := range n {
+		p := &intents.Path{Name: "p" + string(rune('1'+i)), Up: true}
+		if rng.IntN(3) > 0 {
+			p.Prior = intents.Estimate{RTT: time.Duration(1+rng.IntN(300)) * time.Millisecond, Bandwidth: int64(1+rng.IntN(100)) * 1e6}
+		}
+		req.Paths = append(req.Paths, p)
+	}
+	for i := range rng.IntN(8) {
+		req.Candidates = append(req.Candidates, intents.Candidate{ID: uint64(i), Path: req.Paths[rng.IntN(n)],
+			Available: rng.IntN(2), InFlight: rng.IntN(2), Pending: int64(rng.IntN(1e6)), Idle: time.Duration(rng.IntN(3)) * time.Second})
+	}
+	return req
+}

@@ -1,0 +1,184 @@
+package policy
+
+import (
+	"time"
+
+	"github.com/sockintents/intents"
+)
+
+// Model is the transfer-time model of the Socket Intents prototype's EAF
+// policy and its simulator: set-up round trips, then TCP slow start from an
+// initial window doubling every round trip until the window no longer
+// limits (its rate reaches the path's free capacity share), then the rest
+// at that share.
+type Model struct {
+	// TLSRoundTrips is the TLS handshake's cost for https (default 1: TLS
+	// 1.3; the paper's simulator charged 2, TLS 1.2's figure).
+	TLSRoundTrips int
+	// InitialWindow is the initial congestion window in segments (default
+	// 10, RFC 6928).
+	InitialWindow int
+	// MSS is the segment payload in bytes (default 1448).
+	MSS int
+	// UnknownRTT and UnknownBandwidth (bits/s) stand in for paths with no
+	// estimate and no prior (defaults 100 ms and 1 Mbit/s): pessimistic, so
+	// known paths win until the unknown one is measured.
+	UnknownRTT       time.Duration
+	UnknownBandwidth int64
+}
+
+func (m *Model) defaults() (tls, iw, mss int, rtt time.Duration, bw int64) {
+	tls, iw, mss, rtt, bw = 1, 10, 1448, 100*time.Millisecond, 1e6
+	if m.TLSRoundTrips > 0 {
+		tls = m.TLSRoundTrips
+	}
+	if m.InitialWindow > 0 {
+		iw = m.InitialWindow
+	}
+	if m.MSS > 0 {
+		mss = m.MSS
+	}
+	if m.UnknownRTT > 0 {
+		rtt = m.UnknownRTT
+	}
+	if m.UnknownBandwidth > 0 {
+		bw = m.UnknownBandwidth
+	}
+	return
+}
+
+// pathModel is one path as the model sees it.
+type pathModel struct {
+	rtt  float64 // seconds
+	free float64 // bytes per second
+	iw   float64 // bytes
+}
+
+func (m *Model) path(p *intents.Path) pathModel {
+	_, iw, mss, rtt, bw := m.defaults()
+	e := p.Estimate()
+	if e.RTT > 0 {
+		rtt = e.RTT
+	}
+	free := e.FreeBandwidth()
+	if free <= 0 {
+		free = bw
+	}
+	return pathModel{rtt: rtt.Seconds(), free: float64(free) / 8, iw: float64(iw * mss)}
+}
+
+// bytesBy is how many bytes have arrived tau seconds after the first
+// round's data arrived (slow start) on a connection with a cold window, or
+// at the free rate from the start with a warm one.
+func (pm pathModel) bytesBy(tau float64, warm bool) float64 {
+	if tau < 0 {
+		return 0
+	}
+	if warm {
+		return pm.free * tau
+	}
+	var total, t float64
+	cwnd := pm.iw
+	for {
+		if cwnd/pm.rtt >= pm.free { // the window no longer limits
+			return total + pm.free*(tau-t)
+		}
+		if tau < t {
+			return total
+		}
+		total += cwnd
+		t += pm.rtt
+		cwnd *= 2
+		if tau < t {
+			return total
+		}
+	}
+}
+
+// transfer is the time from the first round's arrival until size bytes
+// are in, the inverse of bytesBy.
+func (pm pathModel) transfer(size float64, warm bool) float64 {
+	if size <= 0 {
+		return 0
+	}
+	if warm {
+		return size / pm.free
+	}
+	var total, t float64
+	cwnd := pm.iw
+	for {
+		if cwnd/pm.rtt >= pm.free {
+			return t + (size-total)/pm.free
+		}
+		if total+cwnd >= size {
+			return t
+		}
+		total += cwnd
+		t += pm.rtt
+		cwnd *= 2
+	}
+}
+
+// setupRTTs is the set-up cost in round trips: 1 to send on an open
+// connection, 2 to open one first, plus the TLS handshake.
+func (m *Model) setupRTTs(fresh, tls bool) float64 {
+	if !fresh {
+		return 1
+	}
+	n := 2.0
+	if tls {
+		t, _, _, _, _ := m.defaults()
+		n += float64(t)
+	}
+	return n
+}
+
+// warmAfterIdle: Linux restarts slow start on a connection idle for longer
+// than its retransmission timeout (tcp_slow_start_after_idle); 1 s is the
+// RTO's floor.
+const warmAfterIdle = time.Second
+
+// NewConn predicts the completion time of size bytes over a new connection
+// on p.
+func (m *Model) NewConn(p *intents.Path, size int64, tls bool) time.Duration {
+	pm := m.path(p)
+	return seconds(m.setupRTTs(true, tls)*pm.rtt + pm.transfer(float64(size), false))
+}
+
+// Reuse predicts the completion time of size bytes over the pooled
+// connection c: one round trip to ask, after it is done with what it still
+// owes; a warm window if it was busy or idle only briefly.
+func (m *Model) Reuse(c *intents.Candidate, size int64) time.Duration {
+	pm := m.path(c.Path)
+	warm := c.InFlight > 0 || c.Idle < warmAfterIdle
+	wait := float64(c.Pending) / pm.free
+	return seconds(wait + m.setupRTTs(false, false)*pm.rtt + pm.transfer(float64(size), warm))
+}
+
+// MPTCP predicts the completion time of size bytes over a new Multipath TCP
+// connection with its first subflow on first and one more on second, which
+// joins one handshake after the first subflow is up; both slow-start and
+// their rates add up.
+func (m *Model) MPTCP(first, second *intents.Path, size int64, tls bool) time.Duration {
+	a, b := m.path(first), m.path(second)
+	startA := m.setupRTTs(true, tls) * a.rtt
+	startB := max(startA, a.rtt+b.rtt)
+	s := float64(size)
+	done := func(t float64) bool { return a.bytesBy(t-startA, false)+b.bytesBy(t-startB, false) >= s }
+	// Bisect between the first subflow's data and when it alone would be done.
+	lo, hi := startA, startA+a.transfer(s, false)
+	if done(lo) {
+		return seconds(lo)
+	}
+	for range 50 {
+		mid := (lo + hi) / 2
+		if done(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return seconds(hi)
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
