@@ -1,6 +1,8 @@
 package intents
 
 import (
+	"context"
+	"log/slog"
 	"net"
 	"slices"
 	"strconv"
@@ -34,7 +36,17 @@ func (d *decision) noPath(dest Destination, why string) error {
 //
 // m may be nil: without path constraints in the intents, that is operating
 // system routing; with them, DefaultManager decides.
-func (m *Manager) decide(in *Intents, dest Destination, cands []Candidate, skip []*Path) (decision, error) {
+func (m *Manager) decide(ctx context.Context, in *Intents, dest Destination, cands []Candidate, skip []*Path) (d decision, err error) {
+	if trace := decisionTrace(ctx, m); trace != nil {
+		defer func() {
+			trace(DecisionInfo{Intents: *in, Dest: dest, Permitted: d.permitted, Excluded: d.excl,
+				Candidates: cands, Choices: d.choices, Reason: d.reason, Err: err})
+		}()
+	}
+	return m.decideUntraced(in, dest, cands, skip)
+}
+
+func (m *Manager) decideUntraced(in *Intents, dest Destination, cands []Candidate, skip []*Path) (decision, error) {
 	d := decision{intent: in.Multipath}
 	if d.intent == MultipathOff {
 		d.intent = MultipathUnspecified
@@ -138,4 +150,56 @@ func appendPath(cs []Choice, c Choice) []Choice {
 		}
 	}
 	return append(cs, c)
+}
+
+// DecisionInfo is one decision with its inputs, for tracing.
+type DecisionInfo struct {
+	Intents    Intents
+	Dest       Destination
+	Permitted  []*Path     // the paths the policy was offered
+	Excluded   []Exclusion // and why the others were not
+	Candidates []Candidate // the pooled connections to Dest
+	Choices    []Choice    // what was decided, best first
+	Reason     string      // the policy's reason
+	Err        error       // why nothing could be chosen, if so
+}
+
+type traceKey struct{}
+
+// WithDecisionTrace returns a context whose decisions (of a dial, or of
+// each attempt of a request) are reported to f, like httptrace for path
+// selection. f runs synchronously and must not block.
+func WithDecisionTrace(ctx context.Context, f func(DecisionInfo)) context.Context {
+	return context.WithValue(ctx, traceKey{}, f)
+}
+
+// decisionTrace combines the context's trace and the manager's logger.
+func decisionTrace(ctx context.Context, m *Manager) func(DecisionInfo) {
+	f, _ := ctx.Value(traceKey{}).(func(DecisionInfo))
+	var log *slog.Logger
+	if m != nil {
+		log = m.cfg.Logger
+	}
+	if log != nil && !log.Enabled(ctx, slog.LevelDebug) {
+		log = nil
+	}
+	if f == nil && log == nil {
+		return nil
+	}
+	return func(di DecisionInfo) {
+		if f != nil {
+			f(di)
+		}
+		if log != nil {
+			choices := make([]string, len(di.Choices))
+			for i, c := range di.Choices {
+				choices[i] = c.String()
+			}
+			log.LogAttrs(ctx, slog.LevelDebug, "intents decision",
+				slog.String("dest", net.JoinHostPort(di.Dest.Host, strconv.Itoa(int(di.Dest.Port)))),
+				slog.String("intents", di.Intents.String()),
+				slog.Int("permitted", len(di.Permitted)), slog.Int("candidates", len(di.Candidates)),
+				slog.Any("choices", choices), slog.String("reason", di.Reason), slog.Any("err", di.Err))
+		}
+	}
 }

@@ -3,6 +3,7 @@ package intents
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
@@ -124,6 +125,10 @@ type Config struct {
 	// NoWatch turns off watching interface changes (Linux only; elsewhere the
 	// table is refreshed only by Refresh).
 	NoWatch bool
+	// Logger, if set, receives every decision at debug level: intents,
+	// destination, the paths and connections offered, the choices and the
+	// policy's reason.
+	Logger *slog.Logger
 }
 
 // A Manager owns the table of paths, their resolvers and the policy: the

@@ -1,12 +1,16 @@
 package intents
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func testPaths() []*Path {
@@ -76,3 +80,25 @@ func TestPermitReasons(t *testing.T) {
 }
 
 func fmtAny(v any) string { return fmt.Sprint(v) }
+
+func TestDecisionTraceAndLog(t *testing.T) {
+	var buf strings.Builder
+	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+		d.Choices = append(d.Choices, Choice{Path: req.Paths[0]})
+		d.Reason = "first permitted"
+	}))
+	m.cfg.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	paths := []*Path{{Name: "eth0", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.2")}}}
+	m.paths.Store(&paths)
+	var got []DecisionInfo
+	ctx := WithDecisionTrace(context.Background(), func(di DecisionInfo) { got = append(got, di) })
+	ctx = WithIntents(ctx, Intents{Category: CategoryQuery})
+	_, err := m.plan(ctx, "tcp", "192.0.2.1", 80, false)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, "first permitted", got[0].Reason)
+	assert.Equal(t, CategoryQuery, got[0].Intents.Category)
+	assert.Equal(t, "new on eth0", got[0].Choices[0].String())
+	assert.Contains(t, buf.String(), `msg="intents decision" dest=192.0.2.1:80 intents="category=query"`)
+	assert.Contains(t, buf.String(), `reason="first permitted"`)
+}

@@ -332,7 +332,7 @@ func (c *core) try(w *waiter) (grant, bool) {
 	for i, e := range es {
 		cands[i] = e.candidate(now)
 	}
-	d, err := c.m.decide(w.in, w.dest, cands, w.skip)
+	d, err := c.m.decide(w.ctx, w.in, w.dest, cands, w.skip)
 	if err != nil {
 		return grant{err: err}, true
 	}

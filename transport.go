@@ -303,9 +303,9 @@ func (t *Transport) CloseIdleConnections() {
 
 // countingBody counts a response body's bytes for the path's statistics.
 type countingBody struct {
-	rc    io.ReadCloser
-	t     *Transport
-	e     *entry
+	rc     io.ReadCloser
+	t      *Transport
+	e      *entry
 	start  time.Time
 	n      atomic.Int64 // Close may race with Read
 	expect atomic.Int64 // of the entry's pending bytes, what this body still owes
