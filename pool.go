@@ -134,6 +134,7 @@ type core struct {
 	sweeper  *time.Timer // closes idle connections; armed while there are any
 	ticker   *time.Timer // samples active connections; armed while there are any
 	lastTick time.Time
+	windows  map[string]*deliveryWindow // by path name
 
 	testHookQueued func() // called under mu when a request joins the queue
 }
@@ -882,8 +883,27 @@ func (c *core) tick() {
 			e.tickBytes = in
 		}
 	}
+	if c.windows == nil {
+		c.windows = map[string]*deliveryWindow{}
+	}
+	active := map[string]bool{}
+	for p := range delivered {
+		active[pathName(p)] = true
+	}
+	for name := range c.windows {
+		if !active[name] {
+			delete(c.windows, name) // idle: a gap must not dilute the next rate
+		}
+	}
 	for p, n := range delivered {
-		p.sampleDelivery(n, elapsed)
+		w := c.windows[pathName(p)]
+		if w == nil {
+			w = &deliveryWindow{}
+			c.windows[pathName(p)] = w
+		}
+		if bytes, d, ok := w.add(n, elapsed); ok {
+			p.sampleDelivery(bytes, d)
+		}
 	}
 	if !any || c.closed {
 		c.ticker = nil
@@ -914,4 +934,32 @@ func (c *core) sampleTCP(e *entry) {
 		e.path.est.AddLoss(info.Retrans-e.lastRetrans, info.DataSegsOut-e.lastSegs)
 	}
 	e.lastRetrans, e.lastSegs = info.Retrans, info.DataSegsOut
+}
+
+// deliveryWindow sums a path's delivered bytes over its last few ticks.
+// Single ticks are too short: when loss recovery fills a hole, a burst of
+// buffered data becomes readable at once, and 100 ms after a quiet 100 ms
+// shows twice the link's rate.
+type deliveryWindow struct {
+	bytes [deliveryTicks]int64
+	durs  [deliveryTicks]time.Duration
+	n, i  int
+}
+
+const deliveryTicks = 10 // 1 s: many round trips of most paths
+
+func (w *deliveryWindow) add(bytes int64, d time.Duration) (int64, time.Duration, bool) {
+	w.bytes[w.i], w.durs[w.i] = bytes, d
+	w.i = (w.i + 1) % deliveryTicks
+	w.n = min(w.n+1, deliveryTicks)
+	if w.n < deliveryTicks {
+		return 0, 0, false
+	}
+	var sb int64
+	var sd time.Duration
+	for k := range deliveryTicks {
+		sb += w.bytes[k]
+		sd += w.durs[k]
+	}
+	return sb, sd, true
 }
