@@ -2,7 +2,6 @@ package intents_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -64,8 +63,8 @@ func TestNetnsEstimatesChild(t *testing.T) {
 		rate int64
 	}{{"p1", 20 * time.Millisecond, 10e6}, {"p2", 60 * time.Millisecond, 5e6}} {
 		e := m.Path(tc.path).Estimate()
-		t.Log(fmt.Sprintf("%s: RTT %v (min %v, set %v), capacity %.2f Mbit/s (set %.2f), loss %.3f",
-			tc.path, e.RTT, e.MinRTT, tc.rtt, float64(e.Bandwidth)/1e6, float64(tc.rate)/1e6, e.Loss))
+		t.Logf("%s: RTT %v (min %v, set %v), capacity %.2f Mbit/s (set %.2f), loss %.3f",
+			tc.path, e.RTT, e.MinRTT, tc.rtt, float64(e.Bandwidth)/1e6, float64(tc.rate)/1e6, e.Loss)
 		assert.True(t, e.Measured)
 		assert.InEpsilon(t, tc.rtt.Seconds(), e.RTT.Seconds(), 0.15, "%s RTT", tc.path)
 		assert.InEpsilon(t, float64(tc.rate), float64(e.Bandwidth), 0.25, "%s capacity", tc.path)

@@ -143,8 +143,8 @@ func TestNetnsTwoPaths(t *testing.T) {
 			got = append(got, fmt.Sprintf("%s %s from %s", r.Host, r.URI, r.Remote.Addr()))
 		}
 		assert.Equal(t, []string{
-			"host1.test /obj?size=100 from 10.71.1.1",     // query: lowest RTT, path 1
-			"host1.test /obj?size=1000000 from 10.71.2.1", // bulk: most bandwidth, path 2
+			"host1.test /obj?size=100 from 10.71.1.1",     // query: path 1
+			"host1.test /obj?size=1000000 from 10.71.2.1", // bulk: path 2
 			"host1.test /obj?size=200 from 10.71.1.1",     // query again, path 1's connection
 			"host1.test /obj?size=2000000 from 10.71.2.1", // bulk again, path 2's connection
 		}, got)
@@ -293,12 +293,15 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 		assert.Equal(t, "10.71.1.77", m.Path("p1").Addrs[1].String())
 
 	case "transport":
+		// The veth paths are alike, so measurements would not tell them
+		// apart: the categories' paths are configured.
 		m, err := intents.NewManager(intents.Config{
 			Paths: []intents.PathConfig{
-				{Interface: "p1", DNS: []string{"10.71.1.2"}, RTT: 20 * time.Millisecond, Bandwidth: 5e6},
-				{Interface: "p2", DNS: []string{"10.71.2.2"}, RTT: 60 * time.Millisecond, Bandwidth: 20e6},
+				{Interface: "p1", DNS: []string{"10.71.1.2"}},
+				{Interface: "p2", DNS: []string{"10.71.2.2"}},
 			},
-			Policy:  &policy.ByCategory{},
+			Policy: &policy.ByCategory{Paths: map[intents.Category]string{
+				intents.CategoryQuery: "p1", intents.CategoryBulk: "p2"}},
 			NoWatch: true,
 		})
 		require.NoError(t, err)
