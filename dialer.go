@@ -416,8 +416,12 @@ func (d *Dialer) dialOne(ctx context.Context, network string, remote netip.AddrP
 	if err != nil {
 		return nil, err
 	}
-	if strings.HasPrefix(network, "tcp") {
-		p.sampleRTT(time.Since(start)) // the handshake took one round trip
+	if strings.HasPrefix(network, "tcp") && p.est != nil {
+		if ctx.Value(probeKey{}) != nil {
+			p.est.AddProbe(time.Since(start))
+		} else {
+			p.sampleRTT(time.Since(start)) // the handshake took one round trip
+		}
 	}
 	return &Conn{Conn: c, path: p, binding: binding}, nil
 }

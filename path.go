@@ -1,6 +1,7 @@
 package intents
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,6 +59,8 @@ type Estimate struct {
 	Active    int           // connections with transfers in progress
 	Loss      float64       // share of segments lost, 0..1
 	Measured  bool          // RTT is measured, not only the prior
+	Pending   int64         // bytes expected by this library's transfers in progress
+	ProbeRTT  time.Duration // median connect time of recent active probes (0: none)
 }
 
 // FreeBandwidth is the capacity share a new transfer can expect, the
@@ -77,7 +80,7 @@ func (p *Path) Estimate() Estimate {
 	}
 	s := p.est.Snapshot()
 	return Estimate{RTT: s.RTT, RTTVar: s.RTTVar, MinRTT: s.MinRTT, Bandwidth: int64(s.MaxRate), Rate: int64(s.Rate),
-		Active: s.Active, Loss: s.Loss, Measured: s.Samples > 0}
+		Active: s.Active, Loss: s.Loss, Measured: s.Samples > 0, Pending: s.Pending, ProbeRTT: s.ProbeRTT}
 }
 
 // Addr returns the path's first address of the family of remote (IPv4 or
@@ -125,10 +128,25 @@ type Config struct {
 	// NoWatch turns off watching interface changes (Linux only; elsewhere the
 	// table is refreshed only by Refresh).
 	NoWatch bool
+	// Probe, if its Target is set, probes every path actively (PERM): a
+	// TCP connect to Target through each path every Interval. Off by default.
+	Probe ProbeConfig
 	// Logger, if set, receives every decision at debug level: intents,
 	// destination, the paths and connections offered, the choices and the
 	// policy's reason.
 	Logger *slog.Logger
+}
+
+// ProbeConfig configures active probing: connect-time measurements to a
+// target through each path, as PERM's probing schedulers do. The results
+// are RTT samples, and Estimate.ProbeRTT is the median of the recent ones.
+type ProbeConfig struct {
+	// Target is "host:port" to connect to (a name is resolved per path).
+	// Probes reach it from every path: use a target of your own.
+	Target string
+	// Interval between rounds of probes: at least 1s (default 10s), so
+	// probing stays a trickle.
+	Interval time.Duration
 }
 
 // A Manager owns the table of paths, their resolvers and the policy: the
@@ -144,6 +162,10 @@ type Manager struct {
 
 	resolver *Resolver
 	stop     func() error
+	probing  chan struct{} // closed to stop the prober
+	probed   chan struct{} // closed when the prober has stopped
+
+	testHookProbed func() // called after each round of probes
 
 	estimators map[string]*estimate.Path // guarded by mu
 
@@ -214,15 +236,80 @@ func NewManager(cfg Config) (*Manager, error) {
 		}
 		m.stop = stop
 	}
+	if cfg.Probe.Target != "" {
+		if _, _, err := net.SplitHostPort(cfg.Probe.Target); err != nil {
+			m.Close()
+			return nil, fmt.Errorf("intents: probe target: %w", err)
+		}
+		m.probing, m.probed = make(chan struct{}), make(chan struct{})
+		go m.probe()
+	}
 	return m, nil
 }
 
-// Close stops watching interface changes. The Manager's table stays usable.
+// Close stops watching interface changes and probing. The Manager's table
+// stays usable.
 func (m *Manager) Close() error {
+	if m.probing != nil {
+		select {
+		case <-m.probing:
+		default:
+			close(m.probing)
+		}
+		<-m.probed
+	}
 	if m.stop != nil {
 		return m.stop()
 	}
 	return nil
+}
+
+type probeKey struct{}
+
+// probe connects to the probe target through every up path once per
+// interval until Close.
+func (m *Manager) probe() {
+	defer close(m.probed)
+	interval := m.cfg.Probe.Interval
+	if interval == 0 {
+		interval = 10 * time.Second
+	}
+	interval = max(interval, time.Second)
+	host, portText, _ := net.SplitHostPort(m.cfg.Probe.Target)
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	d := &Dialer{Timeout: interval}
+	for {
+		ctx, cancel := context.WithCancel(context.WithValue(context.Background(), probeKey{}, true))
+		go func() { // Close interrupts a round
+			select {
+			case <-m.probing:
+			case <-ctx.Done():
+			}
+			cancel()
+		}()
+		for _, p := range m.Paths() {
+			if !p.Up || p.Type == TypeLoopback {
+				continue
+			}
+			port, err := net.DefaultResolver.LookupPort(ctx, "tcp", portText)
+			if err != nil {
+				break
+			}
+			if c, err := d.dialChoice(ctx, m, "tcp", host, uint16(port), Choice{Path: p}, MultipathUnspecified); err == nil {
+				c.Close() // dialOne recorded the connect time as a probe
+			}
+		}
+		cancel()
+		if m.testHookProbed != nil {
+			m.testHookProbed()
+		}
+		select {
+		case <-m.probing:
+			return
+		case <-ticker.C:
+		}
+	}
 }
 
 // Paths returns a snapshot of the path table. The paths must not be modified.
@@ -457,6 +544,12 @@ func (p *Path) sampleRTT(d time.Duration) {
 func (p *Path) sampleDelivery(bytes int64, d time.Duration) {
 	if p != nil && p.est != nil {
 		p.est.AddDelivery(bytes, d)
+	}
+}
+
+func (p *Path) addPending(delta int64) {
+	if p != nil && p.est != nil && delta != 0 {
+		p.est.AddPending(delta)
 	}
 }
 

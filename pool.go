@@ -963,3 +963,9 @@ func (w *deliveryWindow) add(bytes int64, d time.Duration) (int64, time.Duration
 	}
 	return sb, sd, true
 }
+
+// addPending changes the bytes e (and so its path) still expects.
+func (e *entry) addPending(delta int64) {
+	e.pending.Add(delta)
+	e.path.addPending(delta)
+}

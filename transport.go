@@ -205,10 +205,10 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 		t.count(e.path, func(s *TransportPathStats) { s.Requests++ })
 		expect := max(in.SizeToBeReceived, 0)
-		e.pending.Add(expect)
+		e.addPending(expect)
 		resp, err := e.c.(*clientConn).roundTrip(req)
 		if err != nil {
-			e.pending.Add(-expect)
+			e.addPending(-expect)
 			if reused && attempt == 0 && ctx.Err() == nil && !e.pathDown.Load() {
 				if again, ok := rewind(req); ok {
 					req = again
@@ -225,7 +225,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			cb.expect.Store(expect)
 			resp.Body = cb
 		} else {
-			e.pending.Add(-expect)
+			e.addPending(-expect)
 		}
 		return resp, nil
 	}
@@ -323,7 +323,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 			break
 		}
 		if b.expect.CompareAndSwap(owed, owed-dec) {
-			b.e.pending.Add(-dec)
+			b.e.addPending(-dec)
 			break
 		}
 	}
@@ -343,7 +343,7 @@ func (b *countingBody) finish() {
 	if b.done.Swap(true) {
 		return
 	}
-	b.e.pending.Add(-b.expect.Swap(0))
+	b.e.addPending(-b.expect.Swap(0))
 	d := time.Since(b.start)
 	n := b.n.Load()
 	b.e.path.sampleDelivery(n, d)

@@ -17,7 +17,7 @@ func BenchmarkDecide(b *testing.B) {
 	}{
 		{"system", System{}}, {"single", Single("p1")}, {"roundrobin", &RoundRobin{}},
 		{"bycategory", &ByCategory{}}, {"eaf", &EAF{}}, {"eafmptcp", &EAFMPTCP{}},
-		{"threshold", &Threshold{}}, {"hash", Hash{}}, {"loadbalance", LoadBalance{}},
+		{"threshold", &Threshold{}}, {"hash", Hash{}}, {"loadbalance", LoadBalance{}}, {"predictive", &Predictive{}},
 	}
 	for _, np := range []int{2, 4, 16} {
 		for _, nc := range []int{0, 6, 100} {

@@ -170,8 +170,8 @@ func TestPoliciesChooseOnlyWhatTheyAreGiven(t *testing.T) {
 		"roundrobin": func() intents.Policy { return &RoundRobin{} }, "bycategory": func() intents.Policy { return &ByCategory{} },
 		"eaf": func() intents.Policy { return &EAF{} }, "eafmptcp": func() intents.Policy { return &EAFMPTCP{} },
 		"threshold": func() intents.Policy { return &Threshold{} }, "hash": func() intents.Policy { return Hash{} },
-		"loadbalance": func() intents.Policy { return LoadBalance{} },
-		"filesize":    func() intents.Policy { return &FileSize{Rules: []SizeRule{{Max: 1e5, Path: "p1"}, {Path: "p2"}}} },
+		"loadbalance": func() intents.Policy { return LoadBalance{} }, "predictive": func() intents.Policy { return &Predictive{} },
+		"filesize": func() intents.Policy { return &FileSize{Rules: []SizeRule{{Max: 1e5, Path: "p1"}, {Path: "p2"}}} },
 	}
 	for range 500 {
 		req := randomRequest(rng)
@@ -218,4 +218,22 @@ func randomRequest(rng *rand.Rand) *intents.Request {
 			Available: rng.IntN(2), InFlight: rng.IntN(2), Pending: int64(rng.IntN(1e6)), Idle: time.Duration(rng.IntN(3)) * time.Second})
 	}
 	return req
+}
+
+func TestPredictive(t *testing.T) {
+	// Probes say p2 answers in 10 ms, though the passive estimate says 100.
+	p1 := &intents.Path{Name: "p1", Up: true, Prior: intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 10e6}}
+	p2 := &intents.Path{Name: "p2", Up: true, Prior: intents.Estimate{RTT: 100 * time.Millisecond, ProbeRTT: 10 * time.Millisecond, Bandwidth: 10e6}}
+	paths := []*intents.Path{p1, p2}
+	pr := &Predictive{}
+	assert.Equal(t, "p2", eafChoice(t, pr, 10000, paths, nil).Path.Name, "light: the probed RTT counts")
+	// Heavy: 4 MB at 1.25 MB/s; p2 already owes 5 MB, p1 nothing.
+	p2.Prior.Pending = 5e6
+	ch := eafChoice(t, pr, 4e6, paths, nil)
+	assert.Equal(t, "p1", ch.Path.Name, "heavy: min-max around the pending bytes")
+	// By hand: p1: 40 ms + 4e6 / 1.25e6 s = 3.24 s; p2: 20 ms + 9e6 / 1.25e6 s = 7.22 s.
+	req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 4e6}, Paths: paths}
+	var d intents.Decision
+	pr.Decide(req, &d)
+	assert.Contains(t, d.Reason, "heavy, min-max (4000000 B) → p1 in 3.24s")
 }

@@ -4,6 +4,7 @@
 package estimate
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -25,6 +26,10 @@ type Snapshot struct {
 	Active  int           // connections with transfers in progress
 	Loss    float64       // lost / sent segments of sampled connections, 0..1
 	Samples int           // RTT samples so far; 0 means RTT is only a prior
+	Pending int64         // bytes expected by transfers in progress
+	// ProbeRTT is the median of the recent active probes' connect times
+	// (zero without probes).
+	ProbeRTT time.Duration
 }
 
 // FreeRate is the capacity share a new transfer can expect, the
@@ -51,6 +56,9 @@ type Path struct {
 	sent      uint64
 	now       func() time.Time
 	rateKnown bool // a delivery sample exists
+	pending   int64
+	probes    [probeHistory]time.Duration
+	nProbes   int
 }
 
 // New returns a Path with priors: rtt and rate (bits/s) stand until
@@ -111,6 +119,28 @@ func (p *Path) AddActive(delta int) {
 	p.active = max(p.active+delta, 0)
 }
 
+// probeHistory is how many probe results the median is taken over.
+const probeHistory = 8
+
+// AddProbe records an active probe's connect time (it is an RTT sample too).
+func (p *Path) AddProbe(rtt time.Duration) {
+	if rtt <= 0 {
+		return
+	}
+	p.AddRTT(rtt)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.probes[p.nProbes%probeHistory] = rtt
+	p.nProbes++
+}
+
+// AddPending changes the bytes expected by transfers in progress.
+func (p *Path) AddPending(delta int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pending = max(p.pending+delta, 0)
+}
+
 // AddLoss adds lost and sent segment counts of a connection's TCP_INFO
 // since its last sample.
 func (p *Path) AddLoss(lost, sent uint64) {
@@ -143,6 +173,13 @@ func (p *Path) Snapshot() Snapshot {
 	}
 	if p.sent > 0 {
 		s.Loss = float64(p.lost) / float64(p.sent)
+	}
+	s.Pending = p.pending
+	if n := min(p.nProbes, probeHistory); n > 0 {
+		probes := make([]time.Duration, n)
+		copy(probes, p.probes[:n])
+		slices.Sort(probes)
+		s.ProbeRTT = probes[n/2]
 	}
 	return s
 }

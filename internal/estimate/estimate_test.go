@@ -90,3 +90,23 @@ func TestActiveAndLoss(t *testing.T) {
 	p.AddLoss(3, 100)
 	assert.InDelta(t, 0.02, p.Snapshot().Loss, 1e-9)
 }
+
+func TestProbesAndPending(t *testing.T) {
+	p := New(0, 0)
+	assert.Zero(t, p.Snapshot().ProbeRTT)
+	for _, ms := range []int{30, 10, 20, 500, 25} {
+		p.AddProbe(time.Duration(ms) * time.Millisecond)
+	}
+	s := p.Snapshot()
+	assert.Equal(t, 25*time.Millisecond, s.ProbeRTT, "the median shrugs off an outlier")
+	assert.Equal(t, 5, s.Samples, "probes are RTT samples too")
+	for range probeHistory {
+		p.AddProbe(40 * time.Millisecond)
+	}
+	assert.Equal(t, 40*time.Millisecond, p.Snapshot().ProbeRTT, "only the recent probes count")
+	p.AddPending(1000)
+	p.AddPending(-300)
+	assert.EqualValues(t, 700, p.Snapshot().Pending)
+	p.AddPending(-5000)
+	assert.Zero(t, p.Snapshot().Pending)
+}

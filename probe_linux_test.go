@@ -1,0 +1,49 @@
+package intents
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sockintents/intents/internal/testbed"
+)
+
+// TestNetnsProbe probes two emulated paths of different RTTs and checks that
+// each path's probes measured its own RTT, which shows they went out on it.
+func TestNetnsProbe(t *testing.T) {
+	tb := testbed.New(t, testbed.Spec{Paths: []testbed.PathSpec{
+		testbed.Symmetric(10*time.Millisecond, 0), testbed.Symmetric(40*time.Millisecond, 0)}})
+	_, err := tb.StartWeb(testbed.WebOptions{})
+	require.NoError(t, err)
+	testbed.RunTest(t, tb.Client, "TestNetnsProbeChild", "probe")
+}
+
+func TestNetnsProbeChild(t *testing.T) {
+	if os.Getenv(testbed.ChildEnv) == "" {
+		t.Skip("child half of TestNetnsProbe: runs only inside the namespace that test makes")
+	}
+	m, err := NewManager(Config{Paths: []PathConfig{{Interface: "p1"}, {Interface: "p2"}}, NoWatch: true})
+	require.NoError(t, err)
+	// Start the prober by hand so the test hook is in place before it runs.
+	m.cfg.Probe = ProbeConfig{Target: "10.71.100.1:80", Interval: time.Hour}
+	probed := make(chan struct{}, 1)
+	m.testHookProbed = func() { probed <- struct{}{} }
+	m.probing, m.probed = make(chan struct{}), make(chan struct{})
+	go m.probe()
+	<-probed
+	require.NoError(t, m.Close())
+	for name, want := range map[string]time.Duration{"p1": 10 * time.Millisecond, "p2": 40 * time.Millisecond} {
+		e := m.Path(name).Estimate()
+		t.Logf("%s: probe RTT %v (set %v)", name, e.ProbeRTT, want)
+		assert.InEpsilon(t, want.Seconds(), e.ProbeRTT.Seconds(), 0.15, name)
+		assert.True(t, e.Measured)
+	}
+}
+
+func TestProbeTargetMustBeHostPort(t *testing.T) {
+	_, err := NewManager(Config{Paths: []PathConfig{{Interface: "lo"}}, NoWatch: true, Probe: ProbeConfig{Target: "nohostport"}})
+	assert.ErrorContains(t, err, "probe target")
+}
