@@ -157,3 +157,13 @@ func watchInterfaces(onChange func()) (stop func() error, err error) {
 		return err
 	}, nil
 }
+
+// ifaceRxBytes reads the interface's received-bytes counter.
+func ifaceRxBytes(name string) (int64, bool) {
+	b, err := os.ReadFile(filepath.Join(sysfsRoot, name, "statistics", "rx_bytes"))
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n, err == nil
+}

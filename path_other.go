@@ -23,3 +23,7 @@ func linkDNS(int) ([]netip.AddrPort, []string, bool) { return nil, nil, false }
 
 // watchInterfaces is not implemented outside Linux; call Manager.Refresh.
 func watchInterfaces(func()) (func() error, error) { return nil, errors.ErrUnsupported }
+
+// ifaceRxBytes has no portable source outside Linux; only the library's own
+// transfers are counted.
+func ifaceRxBytes(string) (int64, bool) { return 0, false }

@@ -901,7 +901,13 @@ func (c *core) tick() {
 			w = &deliveryWindow{}
 			c.windows[pathName(p)] = w
 		}
-		if bytes, d, ok := w.add(n, elapsed); ok {
+		rx, rxOK := ifaceRxBytes(p.Name)
+		var rxDelta int64
+		if rxOK && w.rxValid {
+			rxDelta = rx - w.lastRx
+		}
+		w.lastRx, w.rxValid = rx, rxOK
+		if bytes, d, ok := w.add(n, rxDelta, elapsed); ok {
 			p.sampleDelivery(bytes, d)
 		}
 	}
@@ -940,28 +946,39 @@ func (c *core) sampleTCP(e *entry) {
 // Single ticks are too short: when loss recovery fills a hole, a burst of
 // buffered data becomes readable at once, and 100 ms after a quiet 100 ms
 // shows twice the link's rate.
+//
+// A window counts the larger of what this library read on the path and
+// what the interface received (its counters also see other programs'
+// traffic, and headers), so the path's capacity shows even when this
+// library is not the only one using it. The two are summed apart: data
+// that arrived out of order is received in one tick and read in a later
+// one.
 type deliveryWindow struct {
-	bytes [deliveryTicks]int64
-	durs  [deliveryTicks]time.Duration
-	n, i  int
+	bytes   [deliveryTicks]int64
+	rx      [deliveryTicks]int64
+	durs    [deliveryTicks]time.Duration
+	n, i    int
+	lastRx  int64
+	rxValid bool
 }
 
 const deliveryTicks = 10 // 1 s: many round trips of most paths
 
-func (w *deliveryWindow) add(bytes int64, d time.Duration) (int64, time.Duration, bool) {
-	w.bytes[w.i], w.durs[w.i] = bytes, d
+func (w *deliveryWindow) add(bytes, rx int64, d time.Duration) (int64, time.Duration, bool) {
+	w.bytes[w.i], w.rx[w.i], w.durs[w.i] = bytes, rx, d
 	w.i = (w.i + 1) % deliveryTicks
 	w.n = min(w.n+1, deliveryTicks)
 	if w.n < deliveryTicks {
 		return 0, 0, false
 	}
-	var sb int64
+	var sb, srx int64
 	var sd time.Duration
 	for k := range deliveryTicks {
 		sb += w.bytes[k]
+		srx += w.rx[k]
 		sd += w.durs[k]
 	}
-	return sb, sd, true
+	return max(sb, srx), sd, true
 }
 
 // addPending changes the bytes e (and so its path) still expects.
