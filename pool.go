@@ -896,6 +896,9 @@ func (c *core) tick() {
 		}
 	}
 	for p, n := range delivered {
+		if p == nil {
+			continue // routed by the OS: no path to estimate
+		}
 		w := c.windows[pathName(p)]
 		if w == nil {
 			w = &deliveryWindow{}

@@ -280,3 +280,15 @@ func TestPoolNoPath(t *testing.T) {
 	_, _, err = p.Get(context.Background(), "tcp", "192.0.2.1:9")
 	assert.ErrorIs(t, err, ErrNoPath, "only loopback is configured")
 }
+
+func TestPoolTickWithSystemRoutedConnections(t *testing.T) {
+	s := startLineServer(t)
+	p := testPool(t)
+	c, _, err := p.Get(context.Background(), "tcp", s.addr())
+	require.NoError(t, err)
+	ask(t, c, "a")
+	for range deliveryTicks + 1 {
+		p.core.tick() // connections with no path have nothing to estimate
+	}
+	c.Release()
+}
