@@ -96,6 +96,7 @@ type PathStats struct {
 // grant is what an acquire gets: a reserved slot on an entry, or the right
 // to dial a new connection on path (counted against the limits).
 type grant struct {
+	size    int64 // bytes the request expects, counted as pending
 	e       *entry
 	wasIdle bool
 	idle    time.Duration
@@ -205,6 +206,8 @@ func (c *core) acquire(ctx context.Context, key string, dest Destination, in *In
 			err = errors.New("intents: new connection died before its first use")
 		}
 		if err != nil {
+			g.path.addActive(-1)
+			g.path.addPending(-g.size)
 			c.mu.Lock()
 			c.dialing[key]--
 			c.total--
@@ -225,6 +228,9 @@ func (c *core) acquire(ctx context.Context, key string, dest Destination, in *In
 		c.nextID++
 		e.id = c.nextID
 		c.dialing[key]--
+		// The dial's provisional counts become the entry's.
+		g.path.addActive(-1)
+		g.path.addPending(-g.size)
 		if c.closed {
 			c.total--
 			c.mu.Unlock()
@@ -234,6 +240,7 @@ func (c *core) acquire(ctx context.Context, key string, dest Destination, in *In
 		c.entries[key] = append(c.entries[key], e)
 		c.stat(g.path).Dials++
 		c.setActive(e, true)
+		e.addPending(g.size)
 		c.mu.Unlock()
 		if w, ok := pc.(interface{ watch(func()) }); ok {
 			w.watch(func() { c.changed(e) })
@@ -308,12 +315,15 @@ func (c *core) undo(g grant) {
 	switch {
 	case g.err != nil:
 	case g.dial:
+		g.path.addActive(-1)
+		g.path.addPending(-g.size)
 		c.mu.Lock()
 		c.dialing[g.key]--
 		c.total--
 		c.serveWaiters()
 		c.mu.Unlock()
 	default:
+		g.e.addPending(-g.size)
 		c.release(g.e)
 	}
 }
@@ -343,24 +353,35 @@ func (c *core) try(w *waiter) (grant, bool) {
 			return grant{}, false
 		case ch.Reuse != nil:
 			if e := c.byID(es, ch.Reuse.ID); e != nil {
-				if g, ok := c.reserve(e, now); ok {
+				if g, ok := c.reserve(w, e, now); ok {
 					return g, true
 				}
 			}
 			return grant{}, false // the policy wants this one: wait for it
 		default:
 			if !ch.Fresh {
-				if g, ok := c.freeOn(es, ch.Path, now); ok {
+				if g, ok := c.freeOn(w, es, ch.Path, now); ok {
 					return g, true
 				}
 			}
 			if !c.roomFor(w.key) && len(es)+c.dialing[w.key] < c.maxPerHost {
 				c.closeOldestIdle() // make room under the total limit, as browsers do
 			}
+			if !c.roomFor(w.key) && ch.Fresh {
+				// The policy prefers a new connection on this path to what
+				// the pool has: replace an idle one of this destination on
+				// another path, or the host limit would keep the path unused.
+				c.closeIdleOf(es, ch.Path)
+			}
 			if c.roomFor(w.key) {
 				c.dialing[w.key]++
 				c.total++
-				return grant{dial: true, key: w.key, path: ch.Path, choice: ch}, true
+				// Count the dial on its path at once, so that decisions made
+				// while it is under way see the load.
+				size := max(w.in.SizeToBeReceived, 0)
+				ch.Path.addActive(1)
+				ch.Path.addPending(size)
+				return grant{dial: true, key: w.key, path: ch.Path, choice: ch, size: size}, true
 			}
 			// At a limit: a later choice may still reuse something.
 		}
@@ -379,7 +400,7 @@ func (c *core) byID(es []*entry, id uint64) *entry {
 
 // freeOn finds the most recently used connection on path p with a free
 // slot, and reserves it.
-func (c *core) freeOn(es []*entry, p *Path, now time.Time) (grant, bool) {
+func (c *core) freeOn(w *waiter, es []*entry, p *Path, now time.Time) (grant, bool) {
 	var best *entry
 	for _, e := range es {
 		if e.path == p && e.c.available() > 0 && (best == nil || e.lastUsed.After(best.lastUsed)) {
@@ -389,19 +410,21 @@ func (c *core) freeOn(es []*entry, p *Path, now time.Time) (grant, bool) {
 	if best == nil {
 		return grant{}, false
 	}
-	return c.reserve(best, now)
+	return c.reserve(w, best, now)
 }
 
 // reserve takes a slot on e for a grant, under c.mu.
-func (c *core) reserve(e *entry, now time.Time) (grant, bool) {
+func (c *core) reserve(w *waiter, e *entry, now time.Time) (grant, bool) {
 	wasIdle := e.c.inFlight() == 0
 	if e.removed || !e.c.reserve() {
 		return grant{}, false
 	}
+	size := max(w.in.SizeToBeReceived, 0)
+	e.addPending(size)
 	e.idleSince = time.Time{}
 	c.setActive(e, true)
 	c.stat(e.path).Reuses++
-	g := grant{e: e, wasIdle: wasIdle}
+	g := grant{e: e, wasIdle: wasIdle, size: size}
 	if wasIdle {
 		g.idle = now.Sub(e.lastUsed)
 	}
@@ -411,6 +434,27 @@ func (c *core) reserve(e *entry, now time.Time) (grant, bool) {
 
 func (c *core) roomFor(key string) bool {
 	return len(c.entries[key])+c.dialing[key] < c.maxPerHost && c.total < c.maxTotal
+}
+
+// closeIdleOf closes the longest idle connection among es that is not on
+// path p and not the last one on its own path (a path's only connection
+// keeps it usable at a reuse's cost); false if there is none.
+func (c *core) closeIdleOf(es []*entry, p *Path) bool {
+	perPath := map[*Path]int{}
+	for _, e := range es {
+		perPath[e.path]++
+	}
+	var oldest *entry
+	for _, e := range es {
+		if e.path != p && perPath[e.path] > 1 && e.c.inFlight() == 0 && (oldest == nil || e.lastUsed.Before(oldest.lastUsed)) {
+			oldest = e
+		}
+	}
+	if oldest == nil {
+		return false
+	}
+	c.remove(oldest)
+	return true
 }
 
 // closeOldestIdle closes the longest idle connection to make room under the
@@ -812,6 +856,7 @@ func (c *PooledConn) Release() {
 	if c.done.Swap(true) {
 		return
 	}
+	c.e.addPending(-c.e.pending.Load()) // whatever did not come will not
 	c.core.mu.Lock()
 	defer c.core.mu.Unlock()
 	c.e.c.(*rawConn).inUse.Store(false)
@@ -823,6 +868,7 @@ func (c *PooledConn) Close() error {
 	if c.done.Swap(true) {
 		return nil
 	}
+	c.e.addPending(-c.e.pending.Load())
 	rc := c.e.c.(*rawConn)
 	rc.closed.Store(true)
 	err := rc.nc.Close()

@@ -204,8 +204,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			trace.GotConn(httptrace.GotConnInfo{Conn: e.raw, Reused: reused, WasIdle: a.wasIdle, IdleTime: a.idle})
 		}
 		t.count(e.path, func(s *TransportPathStats) { s.Requests++ })
-		expect := max(in.SizeToBeReceived, 0)
-		e.addPending(expect)
+		expect := max(in.SizeToBeReceived, 0) // counted as pending on e by acquire
 		resp, err := e.c.(*clientConn).roundTrip(req)
 		if err != nil {
 			e.addPending(-expect)

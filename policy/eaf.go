@@ -55,10 +55,7 @@ func (e *EAF) options(req *intents.Request, opts []option) []option {
 	size := float64(req.Intents.SizeToBeReceived)
 	// Each path's model once: estimates take a lock to read.
 	var mbuf [16]pathModel
-	models := mbuf[:0]
-	for _, p := range req.Paths {
-		models = append(models, e.path(p))
-	}
+	models := e.models(req.Paths, mbuf[:0])
 	model := func(p *intents.Path) pathModel {
 		for i, q := range req.Paths {
 			if q == p {
@@ -74,18 +71,19 @@ func (e *EAF) options(req *intents.Request, opts []option) []option {
 		}
 		pm := model(c.Path)
 		wait := float64(c.Pending) / pm.free
+		pm.pending -= float64(c.Pending) // already waited for
 		var at float64
 		if size == 0 {
 			at = wait + pm.rtt
 		} else {
 			warm := c.InFlight > 0 || c.Idle < warmAfterIdle
-			at = wait + e.setupRTTs(false, false)*pm.rtt + pm.transfer(size, warm)
+			at = wait + e.setupRTTs(false, false)*pm.rtt + pm.shared(size, pm.transfer(size, warm))
 		}
 		opts = append(opts, option{choice: intents.Choice{Reuse: c}, at: seconds(at)})
 	}
 	for i, p := range req.Paths {
 		pm := models[i]
-		at := seconds(e.setupRTTs(true, req.Dest.TLS)*pm.rtt + pm.transfer(size, false))
+		at := seconds(e.setupRTTs(true, req.Dest.TLS)*pm.rtt + pm.shared(size, pm.transfer(size, false)))
 		if size == 0 {
 			at = seconds(pm.rtt) + time.Nanosecond // a free connection there comes first
 		}

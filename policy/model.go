@@ -49,14 +49,59 @@ func (m *Model) defaults() (tls, iw, mss int, rtt time.Duration, bw int64) {
 
 // pathModel is one path as the model sees it.
 type pathModel struct {
-	rtt  float64 // seconds
-	free float64 // bytes per second
-	iw   float64 // bytes
+	rtt     float64 // seconds
+	free    float64 // bytes per second
+	iw      float64 // bytes
+	cap     float64 // capacity, bytes per second
+	pending float64 // bytes other transfers on the path still expect
+}
+
+// shared bounds a transfer's time by the path's backlog: with pending
+// bytes ahead of or beside it, size bytes cannot be in before
+// (pending + size) / capacity. The prototype's free share alone misses
+// load whose delivery rate has not been measured yet, as when a page's
+// requests all start at once.
+func (pm pathModel) shared(size, t float64) float64 {
+	if pm.pending <= 0 || pm.cap <= 0 {
+		return t
+	}
+	return max(t, (pm.pending+size)/pm.cap)
 }
 
 func (m *Model) path(p *intents.Path) pathModel {
+	return m.pathWith(p.Estimate(), 0, 0)
+}
+
+// models returns the models of paths. A path with no RTT or capacity
+// estimate borrows the best of the others (the lowest RTT, the highest
+// capacity), so that it is tried, and so measured, rather than avoided for
+// ever; with nothing known anywhere the Unknown defaults stand.
+func (m *Model) models(paths []*intents.Path, dst []pathModel) []pathModel {
+	var bestRTT time.Duration
+	var bestBW int64
+	ests := make([]intents.Estimate, len(paths))
+	for i, p := range paths {
+		e := p.Estimate()
+		ests[i] = e
+		if e.RTT > 0 && (bestRTT == 0 || e.RTT < bestRTT) {
+			bestRTT = e.RTT
+		}
+		bestBW = max(bestBW, e.Bandwidth)
+	}
+	for _, e := range ests {
+		dst = append(dst, m.pathWith(e, bestRTT, bestBW))
+	}
+	return dst
+}
+
+func (m *Model) pathWith(e intents.Estimate, fallbackRTT time.Duration, fallbackBW int64) pathModel {
 	_, iw, mss, rtt, bw := m.defaults()
-	e := p.Estimate()
+	if fallbackRTT > 0 {
+		rtt = fallbackRTT
+	}
+	if fallbackBW > 0 {
+		bw = fallbackBW
+	}
 	if e.RTT > 0 {
 		rtt = e.RTT
 	}
@@ -64,7 +109,12 @@ func (m *Model) path(p *intents.Path) pathModel {
 	if free <= 0 {
 		free = bw
 	}
-	return pathModel{rtt: rtt.Seconds(), free: float64(free) / 8, iw: float64(iw * mss)}
+	capacity := e.Bandwidth
+	if capacity <= 0 {
+		capacity = bw
+	}
+	return pathModel{rtt: rtt.Seconds(), free: float64(free) / 8, iw: float64(iw * mss),
+		cap: float64(capacity) / 8, pending: float64(e.Pending)}
 }
 
 // bytesBy is how many bytes have arrived tau seconds after the first
@@ -142,7 +192,8 @@ const warmAfterIdle = time.Second
 // on p.
 func (m *Model) NewConn(p *intents.Path, size int64, tls bool) time.Duration {
 	pm := m.path(p)
-	return seconds(m.setupRTTs(true, tls)*pm.rtt + pm.transfer(float64(size), false))
+	setup := m.setupRTTs(true, tls) * pm.rtt
+	return seconds(setup + pm.shared(float64(size), pm.transfer(float64(size), false)))
 }
 
 // Reuse predicts the completion time of size bytes over the pooled
@@ -152,7 +203,9 @@ func (m *Model) Reuse(c *intents.Candidate, size int64) time.Duration {
 	pm := m.path(c.Path)
 	warm := c.InFlight > 0 || c.Idle < warmAfterIdle
 	wait := float64(c.Pending) / pm.free
-	return seconds(wait + m.setupRTTs(false, false)*pm.rtt + pm.transfer(float64(size), warm))
+	pm.pending -= float64(c.Pending) // already waited for
+	setup := m.setupRTTs(false, false) * pm.rtt
+	return seconds(wait + setup + pm.shared(float64(size), pm.transfer(float64(size), warm)))
 }
 
 // MPTCP predicts the completion time of size bytes over a new Multipath TCP
