@@ -54,6 +54,7 @@ const (
 	BindInterface                // interface (SO_BINDTODEVICE, IP_BOUND_IF, IP_UNICAST_IF) and source address
 )
 
+// String returns "none", "source" or "interface".
 func (b Binding) String() string {
 	return [...]string{"none", "source", "interface"}[b]
 }

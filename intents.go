@@ -278,13 +278,28 @@ func enumString(names []string, v uint8) string {
 	return strconv.Itoa(int(v))
 }
 
-func (c Category) String() string      { return enumString(categoryNames, uint8(c)) }
-func (b Burstiness) String() string    { return enumString(burstinessNames, uint8(b)) }
-func (t Timeliness) String() string    { return enumString(timelinessNames, uint8(t)) }
-func (r Resilience) String() string    { return enumString(resilienceNames, uint8(r)) }
-func (c Cost) String() string          { return enumString(costNames, uint8(c)) }
-func (m Multipath) String() string     { return enumString(multipathNames, uint8(m)) }
+// String returns the name ParseIntents reads, e.g. "bulk".
+func (c Category) String() string { return enumString(categoryNames, uint8(c)) }
+
+// String returns the name ParseIntents reads, e.g. "random".
+func (b Burstiness) String() string { return enumString(burstinessNames, uint8(b)) }
+
+// String returns the name ParseIntents reads, e.g. "interactive".
+func (t Timeliness) String() string { return enumString(timelinessNames, uint8(t)) }
+
+// String returns the name ParseIntents reads, e.g. "sensitive".
+func (r Resilience) String() string { return enumString(resilienceNames, uint8(r)) }
+
+// String returns the name ParseIntents reads, e.g. "noexpense".
+func (c Cost) String() string { return enumString(costNames, uint8(c)) }
+
+// String returns the name ParseIntents reads, e.g. "aggregate".
+func (m Multipath) String() string { return enumString(multipathNames, uint8(m)) }
+
+// String returns the name ParseIntents reads, e.g. "wifi".
 func (t InterfaceType) String() string { return enumString(typeNames, uint8(t)) }
+
+// String returns the level's key in the text form, e.g. "prefer".
 func (l Level) String() string {
 	if l >= 0 && int(l) < len(levelNames) {
 		return levelNames[l]

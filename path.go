@@ -94,6 +94,7 @@ func (p *Path) Addr(remote netip.Addr) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
+// String returns the interface name.
 func (p *Path) String() string { return p.Name }
 
 // PathConfig names a path explicitly. Zero fields are discovered.

@@ -120,6 +120,7 @@ type Exclusion struct {
 	Reason string
 }
 
+// Error lists each path and the constraint that excluded it.
 func (e *NoPathError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "intents: no permitted path to %s", e.Dest)

@@ -596,6 +596,7 @@ type PathDownError struct {
 	Err  error // what the connection reported
 }
 
+// Error names the path and what the connection reported.
 func (e *PathDownError) Error() string {
 	return "intents: path " + e.Path + " went down during the request: " + e.Err.Error()
 }

@@ -32,6 +32,7 @@ func (s *DNSServer) Set(name string, addrs ...netip.Addr) {
 	s.zone[strings.ToLower(dns.Fqdn(name))] = addrs
 }
 
+// ServeDNS answers from the zone; unknown names get NXDOMAIN.
 func (s *DNSServer) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
 	s.queries.Add(1)
 	m := new(dns.Msg)
