@@ -188,36 +188,16 @@ func FromContext(ctx context.Context) (Intents, bool) {
 // never silently lift one. Neither argument is modified.
 func (in Intents) Merge(over Intents) Intents {
 	out := in.clone()
-	if over.Category != 0 {
-		out.Category = over.Category
-	}
-	if over.SizeToBeReceived != 0 {
-		out.SizeToBeReceived = over.SizeToBeReceived
-	}
-	if over.SizeToBeSent != 0 {
-		out.SizeToBeSent = over.SizeToBeSent
-	}
-	if over.Duration != 0 {
-		out.Duration = over.Duration
-	}
-	if over.Bitrate != 0 {
-		out.Bitrate = over.Bitrate
-	}
-	if over.Burstiness != 0 {
-		out.Burstiness = over.Burstiness
-	}
-	if over.Timeliness != 0 {
-		out.Timeliness = over.Timeliness
-	}
-	if over.Resilience != 0 {
-		out.Resilience = over.Resilience
-	}
-	if over.Cost != 0 {
-		out.Cost = over.Cost
-	}
-	if over.Multipath != 0 {
-		out.Multipath = over.Multipath
-	}
+	override(&out.Category, over.Category)
+	override(&out.SizeToBeReceived, over.SizeToBeReceived)
+	override(&out.SizeToBeSent, over.SizeToBeSent)
+	override(&out.Duration, over.Duration)
+	override(&out.Bitrate, over.Bitrate)
+	override(&out.Burstiness, over.Burstiness)
+	override(&out.Timeliness, over.Timeliness)
+	override(&out.Resilience, over.Resilience)
+	override(&out.Cost, over.Cost)
+	override(&out.Multipath, over.Multipath)
 	out.ProhibitExpensive = out.ProhibitExpensive || over.ProhibitExpensive
 	out.ProhibitConstrained = out.ProhibitConstrained || over.ProhibitConstrained
 	if len(over.Interfaces) > 0 {
@@ -233,6 +213,14 @@ func (in Intents) Merge(over Intents) Intents {
 		maps.Copy(out.Types, over.Types)
 	}
 	return out
+}
+
+// override sets *dst to v unless v is the zero value ("not said").
+func override[T comparable](dst *T, v T) {
+	var zero T
+	if v != zero {
+		*dst = v
+	}
 }
 
 func (in Intents) clone() Intents {

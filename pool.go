@@ -621,19 +621,32 @@ func (e *entry) pathErr(err error) error {
 func (c *core) drainGonePaths() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.removeWhere(func(e *entry) bool {
+		if e.path == nil {
+			return false
+		}
+		p := c.m.Path(e.path.Name)
+		gone := p == nil || !p.Up || !hasLocalAddr(p, e.raw)
+		if gone {
+			e.pathDown.Store(true)
+		}
+		return gone
+	})
+	c.serveWaiters()
+}
+
+// removeWhere removes (and closes) the entries that match, under c.mu.
+func (c *core) removeWhere(match func(*entry) bool) {
 	for _, es := range c.entries {
 		for _, e := range slices.Clone(es) {
-			if e.path == nil {
-				continue
-			}
-			if p := c.m.Path(e.path.Name); p == nil || !p.Up || !hasLocalAddr(p, e.raw) {
-				e.pathDown.Store(true)
+			if match(e) {
 				c.remove(e)
 			}
 		}
 	}
-	c.serveWaiters()
 }
+
+func idle(e *entry) bool { return e.c.inFlight() == 0 }
 
 func (c *core) pathStats() map[string]PathStats {
 	c.mu.Lock()
@@ -660,13 +673,7 @@ func (c *core) pathStats() map[string]PathStats {
 func (c *core) closeIdle() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, es := range c.entries {
-		for _, e := range slices.Clone(es) {
-			if e.c.inFlight() == 0 {
-				c.remove(e)
-			}
-		}
-	}
+	c.removeWhere(idle)
 	c.serveWaiters()
 }
 
@@ -683,13 +690,7 @@ func (c *core) close() {
 		c.sweeper.Stop()
 		c.sweeper = nil
 	}
-	for _, es := range c.entries {
-		for _, e := range slices.Clone(es) {
-			if e.c.inFlight() == 0 {
-				c.remove(e)
-			}
-		}
-	}
+	c.removeWhere(idle)
 	for _, w := range c.waiters {
 		w.ch <- grant{err: ErrPoolClosed}
 	}

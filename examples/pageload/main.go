@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command pageload loads a web page over the emulated two-path testbed with
 // several contenders and prints their page load times: the Socket Intents
 // paper's experiment, on real sockets. It needs root (network namespaces).
