@@ -892,6 +892,9 @@ func (c *core) setActive(e *entry, active bool) {
 		return
 	}
 	e.active = active
+	if e.path == nil {
+		return // routed by the OS: no path to estimate, nothing to sample
+	}
 	if active {
 		e.path.addActive(1)
 		e.tickBytes = e.bytesIn.Load()
