@@ -965,7 +965,7 @@ func (c *core) tick() {
 			p.sampleDelivery(bytes, d)
 		}
 	}
-	if !any || c.closed {
+	if !any || c.closed || c.ticker == nil { // nil: called other than by the timer
 		c.ticker = nil
 		return
 	}
