@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sockintents/intents/internal/sockopt"
+	"github.com/sockintents/intents/mptcp"
 )
 
 // Dialer connects like net.Dialer, on the path that the intents in the
@@ -73,6 +74,18 @@ func (c *Conn) Path() *Path { return c.path }
 
 // Binding returns how the connection was bound to its path.
 func (c *Conn) Binding() Binding { return c.binding }
+
+// MPTCP reports the connection's Multipath TCP state: its subflows and
+// their addresses. It fails with mptcp.ErrFallback when the connection
+// asked for MPTCP but runs plain TCP, and with another error when it never
+// asked (or outside Linux).
+func (c *Conn) MPTCP() (mptcp.Info, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return mptcp.Info{}, errors.ErrUnsupported
+	}
+	return mptcp.ConnInfo(sc)
+}
 
 // NetConn returns the underlying *net.TCPConn or *net.UDPConn.
 func (c *Conn) NetConn() net.Conn { return c.Conn }

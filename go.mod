@@ -3,6 +3,8 @@ module github.com/sockintents/intents
 go 1.26.0
 
 require (
+	github.com/mdlayher/genetlink v1.4.0
+	github.com/mdlayher/netlink v1.9.0
 	github.com/miekg/dns v1.1.73
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
@@ -10,6 +12,9 @@ require (
 )
 
 require (
+	github.com/google/go-cmp v0.7.0 // indirect
+	github.com/mdlayher/socket v0.6.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/net v0.57.0 // indirect
+	golang.org/x/sync v0.22.0 // indirect
 )
