@@ -1,0 +1,111 @@
+package intents_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sockintents/intents"
+	"github.com/sockintents/intents/internal/testbed"
+	"github.com/sockintents/intents/mptcp"
+)
+
+// TestNetnsMPTCP downloads over path 1 alone, path 2 alone, and MPTCP over
+// both (first subflow on path 1, then on path 2) through the emulated
+// testbed: 10 Mbit/s / 20 ms and 5 Mbit/s / 60 ms.
+func TestNetnsMPTCP(t *testing.T) {
+	testbed.RequireRoot(t)
+	if err := mptcp.Supported(); err != nil {
+		t.Skip(err)
+	}
+	tb := testbed.New(t, testbed.Spec{
+		Paths: []testbed.PathSpec{testbed.Symmetric(20*time.Millisecond, 10e6), testbed.Symmetric(60*time.Millisecond, 5e6)},
+		MPTCP: &testbed.MPTCPSpec{Endpoints: true},
+	})
+	_, err := tb.StartWeb(testbed.WebOptions{})
+	require.NoError(t, err)
+	testbed.RunTest(t, tb.Client, "TestNetnsMPTCPChild", "mptcp")
+}
+
+type download struct {
+	ttfb    time.Duration
+	goodput float64 // bit/s from the first byte on
+	info    mptcp.Info
+	infoErr error
+	path    string
+}
+
+func TestNetnsMPTCPChild(t *testing.T) {
+	if os.Getenv(testbed.ChildEnv) == "" {
+		t.Skip("child half of TestNetnsMPTCP: runs only inside the namespace that test makes")
+	}
+	m, err := intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}}, NoWatch: true})
+	require.NoError(t, err)
+	d := &intents.Dialer{Manager: m}
+	const size = 4_000_000
+	get := func(first string, mp intents.Multipath) download {
+		t.Helper()
+		ctx := intents.WithIntents(context.Background(), intents.Intents{
+			Interfaces: map[string]intents.Level{first: intents.LevelPrefer}, Multipath: mp})
+		if mp == intents.MultipathOff {
+			ctx = intents.WithIntents(ctx, intents.Intents{Interfaces: map[string]intents.Level{first: intents.LevelRequire}})
+		}
+		start := time.Now()
+		c, err := d.DialContext(ctx, "tcp", "10.71.100.1:80")
+		require.NoError(t, err)
+		defer c.Close()
+		fmt.Fprintf(c, "GET /obj/%d HTTP/1.1\r\nHost: host1.test\r\nConnection: close\r\n\r\n", size)
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		one := make([]byte, 1)
+		_, err = io.ReadFull(resp.Body, one)
+		require.NoError(t, err)
+		var dl download
+		dl.ttfb = time.Since(start)
+		// Goodput in the steady state: after the first fifth, once the
+		// second subflow has joined and the windows opened, for all alike.
+		_, err = io.CopyN(io.Discard, resp.Body, size/5)
+		require.NoError(t, err)
+		steady := time.Now()
+		n, err := io.Copy(io.Discard, resp.Body)
+		require.NoError(t, err)
+		require.EqualValues(t, size-1-size/5, n)
+		dl.goodput = float64(n*8) / time.Since(steady).Seconds()
+		p, _ := intents.PathOf(c)
+		dl.path = p.Name
+		dl.info, dl.infoErr = c.(*intents.Conn).MPTCP()
+		return dl
+	}
+	p1 := get("p1", intents.MultipathOff)
+	p2 := get("p2", intents.MultipathOff)
+	both := get("p1", intents.MultipathAggregate)
+	firstOn2 := get("p2", intents.MultipathAggregate)
+	t.Logf("goodput: p1 %.2f, p2 %.2f, sum %.2f, MPTCP %.2f Mbit/s (%.0f %% of the sum); first byte: p1-first %v, p2-first %v",
+		p1.goodput/1e6, p2.goodput/1e6, (p1.goodput+p2.goodput)/1e6, both.goodput/1e6,
+		100*both.goodput/(p1.goodput+p2.goodput), both.ttfb.Round(time.Millisecond), firstOn2.ttfb.Round(time.Millisecond))
+
+	assert.Error(t, p1.infoErr, "plain TCP when multipath=off")
+	require.NoError(t, both.infoErr)
+	assert.Equal(t, 1, both.info.Subflows, "a second subflow joined")
+	require.Len(t, both.info.SubflowAddrs, 2)
+	assert.Equal(t, "10.71.1.1", both.info.SubflowAddrs[0].Local.Addr().String(), "the first subflow where the policy put it")
+	assert.Equal(t, "10.71.2.1", both.info.SubflowAddrs[1].Local.Addr().String())
+	assert.Equal(t, "p1", both.path)
+	assert.GreaterOrEqual(t, both.goodput, 0.85*(p1.goodput+p2.goodput), "MPTCP aggregates both paths")
+
+	require.NoError(t, firstOn2.infoErr)
+	assert.Equal(t, "p2", firstOn2.path)
+	assert.Equal(t, "10.71.2.1", firstOn2.info.SubflowAddrs[0].Local.Addr().String())
+	// Handshake and request take path 2's 60 ms round trips, not path 1's 20.
+	assert.Greater(t, firstOn2.ttfb, both.ttfb+60*time.Millisecond, "the first subflow's path sets the first byte's time")
+}
