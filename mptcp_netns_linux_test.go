@@ -28,7 +28,7 @@ func TestNetnsMPTCP(t *testing.T) {
 	}
 	tb := testbed.New(t, testbed.Spec{
 		Paths: []testbed.PathSpec{testbed.Symmetric(20*time.Millisecond, 10e6), testbed.Symmetric(60*time.Millisecond, 5e6)},
-		MPTCP: &testbed.MPTCPSpec{Endpoints: true},
+		MPTCP: &testbed.MPTCPSpec{}, // limits only: the Manager adds the endpoints
 	})
 	_, err := tb.StartWeb(testbed.WebOptions{})
 	require.NoError(t, err)
@@ -47,8 +47,16 @@ func TestNetnsMPTCPChild(t *testing.T) {
 	if os.Getenv(testbed.ChildEnv) == "" {
 		t.Skip("child half of TestNetnsMPTCP: runs only inside the namespace that test makes")
 	}
-	m, err := intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}}, NoWatch: true})
+	m, err := intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}},
+		NoWatch: true, MPTCPEndpoints: true})
 	require.NoError(t, err)
+	require.NoError(t, m.MPTCPError())
+	pm, err := mptcp.OpenPM()
+	require.NoError(t, err)
+	eps, err := pm.Endpoints()
+	pm.Close()
+	require.NoError(t, err)
+	require.Len(t, eps, 2, "an endpoint per path")
 	d := &intents.Dialer{Manager: m}
 	const size = 4_000_000
 	get := func(first string, mp intents.Multipath) download {

@@ -16,6 +16,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/sockintents/intents/internal/estimate"
+	"github.com/sockintents/intents/mptcp"
 )
 
 // A Path is one local access network: an interface with its addresses, its
@@ -129,6 +130,12 @@ type Config struct {
 	// NoWatch turns off watching interface changes (Linux only; elsewhere the
 	// table is refreshed only by Refresh).
 	NoWatch bool
+	// MPTCPEndpoints makes every up, non-loopback path an MPTCP path-manager
+	// endpoint (flag subflow), so MPTCP connections grow a subflow on each
+	// path besides the first (whose path the Dialer's binding picks). It
+	// needs CAP_NET_ADMIN; without it the Manager keeps working with the
+	// endpoints the system has, and MPTCPError says why.
+	MPTCPEndpoints bool
 	// Probe, if its Target is set, probes every path actively (PERM): a
 	// TCP connect to Target through each path every Interval. Off by default.
 	Probe ProbeConfig
@@ -167,6 +174,9 @@ type Manager struct {
 	probed   chan struct{} // closed when the prober has stopped
 
 	testHookProbed func() // called after each round of probes
+
+	mptcpMu  sync.Mutex
+	mptcpErr error
 
 	estimators map[string]*estimate.Path // guarded by mu
 
@@ -230,6 +240,10 @@ func NewManager(cfg Config) (*Manager, error) {
 	if err := m.Refresh(); err != nil {
 		return nil, err
 	}
+	if cfg.MPTCPEndpoints {
+		m.ensureMPTCPEndpoints()
+		m.subscribe(m.ensureMPTCPEndpoints)
+	}
 	if !cfg.NoWatch {
 		stop, err := watchInterfaces(func() { _ = m.Refresh() })
 		if err != nil && !errors.Is(err, errors.ErrUnsupported) {
@@ -263,6 +277,38 @@ func (m *Manager) Close() error {
 		return m.stop()
 	}
 	return nil
+}
+
+// MPTCPError says why the last attempt to configure MPTCP endpoints (see
+// Config.MPTCPEndpoints) failed, or nil.
+func (m *Manager) MPTCPError() error {
+	m.mptcpMu.Lock()
+	defer m.mptcpMu.Unlock()
+	return m.mptcpErr
+}
+
+// ensureMPTCPEndpoints adds an endpoint for every up path that lacks one.
+func (m *Manager) ensureMPTCPEndpoints() {
+	err := func() error {
+		pm, err := mptcp.OpenPM()
+		if err != nil {
+			return err
+		}
+		defer pm.Close()
+		addrs := map[netip.Addr]int{}
+		for _, p := range m.Paths() {
+			if p.Up && p.Type != TypeLoopback {
+				for _, a := range p.Addrs {
+					addrs[a] = p.Index
+				}
+			}
+		}
+		_, err = pm.EnsureEndpoints(addrs, mptcp.Subflow)
+		return err
+	}()
+	m.mptcpMu.Lock()
+	m.mptcpErr = err
+	m.mptcpMu.Unlock()
 }
 
 type probeKey struct{}
