@@ -128,7 +128,7 @@ const (
 
 func subflowAddrs(fd int) ([]AddrPair, error) {
 	buf := make([]byte, subflowDataSize+maxSubflows*subflowAddrsSize)
-	binary.NativeEndian.PutUint32(buf[0:], subflowDataSize)  // size_subflow_data
+	binary.NativeEndian.PutUint32(buf[0:], subflowDataSize)   // size_subflow_data
 	binary.NativeEndian.PutUint32(buf[12:], subflowAddrsSize) // size_user
 	n, err := getsockopt(fd, unix.SOL_MPTCP, optSubflowAddrs, buf)
 	if err != nil {
@@ -188,4 +188,3 @@ func getsockopt(fd, level, opt int, buf []byte) (int, error) {
 	}
 	return int(n), nil
 }
-

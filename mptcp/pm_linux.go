@@ -21,17 +21,17 @@ const (
 	cmdSetLimits = 5
 	cmdGetLimits = 6
 
-	attrAddr          = 1
-	attrRcvAddAddrs   = 2
-	attrSubflows      = 3
-	addrAttrFamily    = 1
-	addrAttrID        = 2
-	addrAttrAddr4     = 3
-	addrAttrAddr6     = 4
-	addrAttrPort      = 5
-	addrAttrFlags     = 6
-	addrAttrIfIdx     = 7
-	familyVersion     = 1
+	attrAddr        = 1
+	attrRcvAddAddrs = 2
+	attrSubflows    = 3
+	addrAttrFamily  = 1
+	addrAttrID      = 2
+	addrAttrAddr4   = 3
+	addrAttrAddr6   = 4
+	addrAttrPort    = 5
+	addrAttrFlags   = 6
+	addrAttrIfIdx   = 7
+	familyVersion   = 1
 )
 
 // PM talks to the kernel's in-kernel path manager. Changing it needs
@@ -296,4 +296,3 @@ func (p *PM) EnsureEndpoints(addrs map[netip.Addr]int, flags Flags) ([]Endpoint,
 	}
 	return added, nil
 }
-
