@@ -373,6 +373,9 @@ func (c *core) try(w *waiter) (grant, bool) {
 				// another path, or the host limit would keep the path unused.
 				c.closeIdleOf(es, ch.Path)
 			}
+			// Closing removed entries: slices.Delete cleared the tail of
+			// the slice es still spans.
+			es = c.entries[w.key]
 			if c.roomFor(w.key) {
 				c.dialing[w.key]++
 				c.total++

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -291,4 +292,50 @@ func TestPoolTickWithSystemRoutedConnections(t *testing.T) {
 		p.core.tick() // connections with no path have nothing to estimate
 	}
 	c.Release()
+}
+
+// fakeConn is a pooled connection without a socket.
+type fakeConn struct{ busy, closed bool }
+
+func (f *fakeConn) available() int {
+	if f.busy || f.closed {
+		return 0
+	}
+	return 1
+}
+func (f *fakeConn) inFlight() int {
+	if f.busy {
+		return 1
+	}
+	return 0
+}
+func (f *fakeConn) reserve() bool { ok := !f.busy && !f.closed; f.busy = true; return ok }
+func (f *fakeConn) dead() bool    { return f.closed }
+func (f *fakeConn) close()        {}
+
+// A choice that closes an idle connection to make room, followed by one
+// that reuses another, must see the pool as it is after the close (here:
+// the connection it names is the one just closed, so it waits).
+func TestTryAfterClosingForAFreshChoice(t *testing.T) {
+	a := &Path{Name: "a", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.0.1")}}
+	b := &Path{Name: "b", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.1.1")}}
+	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+		last := &req.Candidates[len(req.Candidates)-1]
+		d.Choices = append(d.Choices, Choice{Path: b, Fresh: true}, Choice{Reuse: last})
+	}))
+	paths := []*Path{a, b}
+	m.paths.Store(&paths)
+	c := newCore(m, 2, 1, time.Minute) // the total limit stays hit after one close
+	old := time.Now().Add(-time.Minute)
+	e1 := &entry{id: 1, key: "k", path: a, c: &fakeConn{}, created: old, lastUsed: time.Now()}
+	e2 := &entry{id: 2, key: "k", path: a, c: &fakeConn{}, created: old, lastUsed: old}
+	c.entries["k"] = []*entry{e1, e2}
+	c.total = 2
+	w := &waiter{ctx: context.Background(), key: "k", dest: Destination{Network: "tcp", Host: "192.0.2.1", Port: 80}, in: &Intents{}}
+	c.mu.Lock()
+	_, ok := c.try(w)
+	c.mu.Unlock()
+	assert.False(t, ok, "the connection it wanted is gone: wait")
+	assert.True(t, e2.removed, "the longest idle one was closed for the fresh choice")
+	assert.Equal(t, []*entry{e1}, c.entries["k"])
 }
