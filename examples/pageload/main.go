@@ -88,12 +88,12 @@ func main() {
 	if os.Geteuid() != 0 {
 		log.Fatal("pageload builds network namespaces: run it as root (sudo)")
 	}
-	tb, err := testbed.Start(testbed.Spec{Paths: sc.paths})
+	tb, err := testbed.Start(testbed.Spec{Paths: sc.paths, MPTCP: &testbed.MPTCPSpec{}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer tb.Close()
-	if _, err := tb.StartWeb(testbed.WebOptions{NoMPTCP: true}); err != nil {
+	if _, err := tb.StartWeb(testbed.WebOptions{}); err != nil { // MPTCP-capable, TCP for the rest
 		log.Fatal(err)
 	}
 	cfg := newConfig(sc, tb, *objects, *size, *reps)
@@ -161,18 +161,36 @@ func client() {
 		}}
 		return &http.Transport{DialContext: d.DialContext, MaxConnsPerHost: 6, MaxIdleConnsPerHost: 6}
 	}
-	withPolicy := func(p intents.Policy, priors bool) http.RoundTripper {
+	manager := func(p intents.Policy, priors bool) *intents.Manager {
 		paths := []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}}
 		if priors {
 			for i := range paths {
 				paths[i].RTT, paths[i].Bandwidth = cfg.RTT[i], cfg.Rate[i]
 			}
 		}
-		m, err := intents.NewManager(intents.Config{Paths: paths, Policy: p, NoWatch: true})
+		// Every path an MPTCP endpoint, so MPTCP connections get a subflow
+		// on the other path (the client runs as root in its namespace).
+		m, err := intents.NewManager(intents.Config{Paths: paths, Policy: p, NoWatch: true, MPTCPEndpoints: true})
 		if err != nil {
 			log.Fatal(err)
 		}
-		return &intents.Transport{Manager: m}
+		if err := m.MPTCPError(); err != nil {
+			log.Fatal(err)
+		}
+		return m
+	}
+	withPolicy := func(p intents.Policy, priors bool) http.RoundTripper {
+		return &intents.Transport{Manager: manager(p, priors)}
+	}
+	// Plain net/http over MPTCP connections whose first subflow is on path 1.
+	mptcpOn1 := func() http.RoundTripper {
+		d := &intents.Dialer{Manager: manager(nil, false)}
+		dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+			ctx = intents.WithIntents(ctx, intents.Intents{Multipath: intents.MultipathAggregate,
+				Interfaces: map[string]intents.Level{"p1": intents.LevelPrefer}})
+			return d.DialContext(ctx, network, addr)
+		}
+		return &http.Transport{DialContext: dial, MaxConnsPerHost: 6, MaxIdleConnsPerHost: 6}
 	}
 	contenders := []contender{
 		{"path 1 (net/http)", bound("p1"), false},
@@ -180,14 +198,24 @@ func client() {
 		{"round robin (intents)", withPolicy(&policy.RoundRobin{}, false), true},
 		{"EAF (intents, measured)", withPolicy(&policy.EAF{}, false), true},
 		{"EAF (intents, priors)", withPolicy(&policy.EAF{}, true), true},
+		{"MPTCP, 1st subflow p1 (net/http)", mptcpOn1(), false},
+		{"EAF+MPTCP (intents, priors)", withPolicy(&policy.EAFMPTCP{}, true), true},
 	}
 	enc := json.NewEncoder(os.Stdout)
+	total, done := len(contenders)*(cfg.Reps+1), 0
+	progress := func(name string) {
+		done++
+		fmt.Fprintf(os.Stderr, "\rpageload: %3d/%d loads  %-36s", done, total, name)
+	}
+	defer fmt.Fprintln(os.Stderr)
 	for _, c := range contenders {
 		loadPage(c, cfg) // warm-up: estimates and a first look at the paths, not measured
+		progress(c.name)
 		for range cfg.Reps {
 			if err := enc.Encode(loadPage(c, cfg)); err != nil {
 				log.Fatal(err)
 			}
+			progress(c.name)
 		}
 		if ci, ok := c.rt.(interface{ CloseIdleConnections() }); ok {
 			ci.CloseIdleConnections()

@@ -26,8 +26,8 @@ func TestMain(m *testing.M) {
 func TestSmoke(t *testing.T) {
 	testbed.RequireRoot(t)
 	sc := scenarios["asymmetric"]
-	tb := testbed.New(t, testbed.Spec{Paths: sc.paths})
-	_, err := tb.StartWeb(testbed.WebOptions{NoMPTCP: true})
+	tb := testbed.New(t, testbed.Spec{Paths: sc.paths, MPTCP: &testbed.MPTCPSpec{}})
+	_, err := tb.StartWeb(testbed.WebOptions{})
 	require.NoError(t, err)
 	cfg := newConfig(sc, tb, 4, 10_000, 1)
 	results, err := runClient(tb, cfg)
@@ -44,7 +44,7 @@ func TestSmoke(t *testing.T) {
 		}
 		assert.Equal(t, cfg.Objects+1, n, "%s: every object's path is known", r.Contender)
 	}
-	assert.Len(t, seen, 5, "every contender measured")
+	assert.Len(t, seen, 7, "every contender measured")
 	var out strings.Builder
 	report(&out, sc, cfg, results)
 	t.Log("\n" + out.String())
