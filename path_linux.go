@@ -96,11 +96,20 @@ func linkDNS(ifindex int) (servers []netip.AddrPort, search []string, ok bool) {
 	return servers, trimDots(search), len(servers) > 0
 }
 
-// For tests: a small receive buffer forces overflows, which are counted.
+// For tests: a small receive buffer forces overflows, which are counted
+// and reported.
 var (
-	watchRcvBuf    int
-	watchOverflows atomic.Int64
+	watchRcvBuf     int
+	watchOverflows  atomic.Int64
+	onWatchOverflow func()
 )
+
+func overflowed() {
+	watchOverflows.Add(1)
+	if onWatchOverflow != nil {
+		onWatchOverflow()
+	}
+}
 
 // watchInterfaces calls onChange after link and address events until the
 // returned stop function is called. Events are read from an rtnetlink socket;
@@ -130,7 +139,7 @@ func watchInterfaces(onChange func()) (stop func() error, err error) {
 		for {
 			_, err := f.Read(buf)
 			if errors.Is(err, unix.ENOBUFS) {
-				watchOverflows.Add(1)
+				overflowed()
 			} else if err != nil {
 				return // closed
 			}
@@ -138,7 +147,7 @@ func watchInterfaces(onChange func()) (stop func() error, err error) {
 			_ = f.SetReadDeadline(time.Now())
 			for {
 				if _, err := f.Read(buf); errors.Is(err, unix.ENOBUFS) {
-					watchOverflows.Add(1)
+					overflowed()
 				} else if err != nil {
 					break
 				}
