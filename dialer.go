@@ -44,6 +44,11 @@ type Dialer struct {
 	Control         func(network, address string, c syscall.RawConn) error
 	ControlContext  func(ctx context.Context, network, address string, c syscall.RawConn) error
 
+	// MarkDSCP marks each connection's packets with the DSCP its intents
+	// map to (Intents.DSCP), e.g. background transfers as Lower Effort.
+	// Off by default: networks may bleach or police marks. Unix only.
+	MarkDSCP bool
+
 	// FastOpen asks for TCP Fast Open (TCP_FASTOPEN_CONNECT on Linux): from
 	// the second connection to a server on, the first write rides in the
 	// SYN, saving a round trip. Never used together with MPTCP (the kernel
@@ -264,15 +269,18 @@ func (d *Dialer) netDialer(mp Multipath) *net.Dialer {
 		FallbackDelay: d.FallbackDelay,
 		Control:       d.Control, ControlContext: d.ControlContext,
 	}
-	if mp == MultipathHandover || mp == MultipathAggregate {
+	multipath := mp == MultipathHandover || mp == MultipathAggregate
+	if multipath {
 		nd.SetMultipathTCP(true)
-	} else if d.FastOpen {
+	}
+	if (d.FastOpen && !multipath) || d.MarkDSCP {
 		userCtl, userCtlCtx := d.Control, d.ControlContext
 		nd.Control = nil
 		nd.ControlContext = func(ctx context.Context, network, address string, c syscall.RawConn) error {
-			if strings.HasPrefix(network, "tcp") {
+			if d.FastOpen && !multipath && strings.HasPrefix(network, "tcp") {
 				_ = sockopt.FastOpenConnect(c) // without it, an ordinary connection
 			}
+			d.markDSCP(ctx, network, c)
 			if userCtlCtx != nil {
 				return userCtlCtx(ctx, network, address, c)
 			}
@@ -459,6 +467,7 @@ func (d *Dialer) dialOne(ctx context.Context, network string, remote netip.AddrP
 			// Without it the connection is an ordinary one: not an error.
 			_ = sockopt.FastOpenConnect(c)
 		}
+		d.markDSCP(ctx, nw, c)
 		if d.ControlContext != nil {
 			return d.ControlContext(ctx, nw, address, c)
 		}
@@ -533,4 +542,16 @@ func (d *Dialer) dialChoice(ctx context.Context, m *Manager, network, host strin
 		return d.netDialer(pl.multipath(c)).DialContext(ctx, network, net.JoinHostPort(host, strconv.Itoa(int(port))))
 	}
 	return d.dialPath(ctx, m, network, host, port, c.Path, pl.multipath(c))
+}
+
+// markDSCP sets the DSCP of the intents in ctx, if MarkDSCP is on. A
+// socket that cannot be marked is sent unmarked.
+func (d *Dialer) markDSCP(ctx context.Context, network string, c syscall.RawConn) {
+	if !d.MarkDSCP {
+		return
+	}
+	in, _ := FromContext(ctx)
+	if dscp := in.DSCP(); dscp != DSCPDefault {
+		_ = sockopt.SetDSCP(c, dscp, strings.HasSuffix(network, "6"))
+	}
 }

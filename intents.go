@@ -563,3 +563,28 @@ var bitrateFormatUnits = []unit{{"Gbps", 1e9}, {"Mbps", 1e6}, {"kbps", 1e3}}
 
 func formatBytes(n int64) string   { return formatScaled(n, byteFormatUnits) }
 func formatBitrate(n int64) string { return formatScaled(n, bitrateFormatUnits) }
+
+// DSCP values used by Intents.DSCP.
+const (
+	DSCPDefault = 0  // best effort
+	DSCPLE      = 1  // lower effort, RFC 8622
+	DSCPAF21    = 18 // low-latency data, RFC 4594
+	DSCPAF41    = 34 // multimedia streaming, RFC 4594
+)
+
+// DSCP maps the intents to a DiffServ code point, the way TAPS maps its
+// capacity profiles: background transfers to Lower Effort, streams to
+// AF41, interactive traffic (timeliness interactive, or category query or
+// control) to AF21, everything else to the default. The Dialer applies it
+// when Dialer.MarkDSCP is set.
+func (in Intents) DSCP() int {
+	switch {
+	case in.Timeliness == TimelinessBackground:
+		return DSCPLE
+	case in.Timeliness == TimelinessStream || in.Category == CategoryStream:
+		return DSCPAF41
+	case in.Timeliness == TimelinessInteractive || in.Category == CategoryQuery || in.Category == CategoryControl:
+		return DSCPAF21
+	}
+	return DSCPDefault
+}
