@@ -352,10 +352,12 @@ func (c *core) try(w *waiter) (grant, bool) {
 		case ch.Wait:
 			return grant{}, false
 		case ch.Reuse != nil:
-			if e := c.byID(es, ch.Reuse.ID); e != nil {
-				if g, ok := c.reserve(w, e, now); ok {
-					return g, true
-				}
+			e := c.byID(es, ch.Reuse.ID)
+			if e == nil {
+				continue // closed for an earlier choice of this decision
+			}
+			if g, ok := c.reserve(w, e, now); ok {
+				return g, true
 			}
 			return grant{}, false // the policy wants this one: wait for it
 		default:
