@@ -8,27 +8,6 @@ import (
 	"time"
 )
 
-// acceptAndClose serves a loopback listener that closes what it accepts.
-func acceptAndClose(b *testing.B) net.Listener {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	b.Cleanup(func() { l.Close(); <-done })
-	return l
-}
-
 // BenchmarkDialOverhead dials a loopback listener with net.Dialer and with
 // intents' Dialer in turn, in the same loop, and reports each one's time
 // per dial and the ratio to net.Dialer, so machine noise hits both alike.
@@ -37,7 +16,7 @@ func acceptAndClose(b *testing.B) net.Listener {
 //	plan:  a Manager, intents in ctx, loopback destination (planning cost)
 //	bound: a connection bound to the loopback path (source + interface)
 func BenchmarkDialOverhead(b *testing.B) {
-	l := acceptAndClose(b)
+	l := listen(b, "tcp", "127.0.0.1:0")
 	addr := l.Addr().String()
 	port := uint16(l.Addr().(*net.TCPAddr).Port)
 	m, err := NewManager(Config{Paths: []PathConfig{{Interface: "lo"}}, NoWatch: true})

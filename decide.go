@@ -95,11 +95,11 @@ func (m *Manager) decideUntraced(in *Intents, dest Destination, cands []Candidat
 		}
 	}
 	var pd Decision
-	if m.policy == nil {
+	if m.cfg.Policy == nil {
 		pd.Choices, pd.Reason = []Choice{{}}, "no policy: system routing"
 	} else {
 		req := Request{Intents: *in, Dest: dest, Paths: d.permitted, Candidates: shown}
-		m.policy.Decide(&req, &pd)
+		m.cfg.Policy.Decide(&req, &pd)
 	}
 	d.reason = pd.Reason
 	for _, c := range pd.Choices {

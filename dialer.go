@@ -494,7 +494,6 @@ func (d *Dialer) dialOne(ctx context.Context, network string, remote netip.AddrP
 // plan is the ordered list of paths to dial for one destination.
 type plan struct {
 	choices []Choice // Path nil: operating system routing
-	reason  string
 	intent  Multipath
 }
 
@@ -514,7 +513,7 @@ func (m *Manager) plan(ctx context.Context, network, host string, port uint16, t
 	if err != nil {
 		return plan{}, err
 	}
-	pl := plan{reason: d.reason, intent: d.intent}
+	pl := plan{intent: d.intent}
 	for _, c := range d.choices {
 		if !c.Wait && c.Reuse == nil {
 			pl.choices = appendPath(pl.choices, c)

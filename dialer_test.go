@@ -16,7 +16,7 @@ import (
 )
 
 // listen accepts connections on network/addr and writes "hello" to each.
-func listen(t *testing.T, network, addr string) net.Listener {
+func listen(t testing.TB, network, addr string) net.Listener {
 	t.Helper()
 	l, err := net.Listen(network, addr)
 	if err != nil {

@@ -161,8 +161,7 @@ type ProbeConfig struct {
 // in-process Multi Access Manager of the Socket Intents prototype. Dialers
 // and Resolvers share one. A Manager is safe for concurrent use.
 type Manager struct {
-	cfg    Config
-	policy Policy
+	cfg Config
 
 	paths   atomic.Pointer[[]*Path]
 	mu      sync.Mutex // guards changed and refresh
@@ -235,7 +234,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	if cfg.HostsFile == "" {
 		cfg.HostsFile = "/etc/hosts"
 	}
-	m := &Manager{cfg: cfg, policy: cfg.Policy, changed: make(chan struct{}), estimators: map[string]*estimate.Path{}}
+	m := &Manager{cfg: cfg, changed: make(chan struct{}), estimators: map[string]*estimate.Path{}}
 	m.resolver = &Resolver{Manager: m}
 	if err := m.Refresh(); err != nil {
 		return nil, err
@@ -376,7 +375,7 @@ func (m *Manager) Path(name string) *Path {
 }
 
 // Policy returns the manager's policy (nil: operating system routing).
-func (m *Manager) Policy() Policy { return m.policy }
+func (m *Manager) Policy() Policy { return m.cfg.Policy }
 
 // Resolver returns the manager's per-path resolver.
 func (m *Manager) Resolver() *Resolver { return m.resolver }
@@ -440,12 +439,17 @@ func (m *Manager) discover() ([]*Path, error) {
 	}
 	sys, _ := dns.ClientConfigFromFile(m.cfg.ResolvConf) // a missing file leaves paths without DNS
 	var paths []*Path
-	add := func(ifi net.Interface, pc *PathConfig) {
-		p := &Path{Name: ifi.Name, Index: ifi.Index,
-			Up: ifi.Flags&net.FlagUp != 0 && ifi.Flags&net.FlagRunning != 0}
-		if addrs, err := ifi.Addrs(); err == nil {
-			p.Addrs = usableAddrs(addrs)
+	// Each Addrs call is a netlink dump on Linux: one per interface.
+	addrsOf := func(ifi net.Interface) []netip.Addr {
+		addrs, err := ifi.Addrs()
+		if err != nil {
+			return nil
 		}
+		return usableAddrs(addrs)
+	}
+	add := func(ifi net.Interface, pc *PathConfig, addrs []netip.Addr) {
+		p := &Path{Name: ifi.Name, Index: ifi.Index, Addrs: addrs,
+			Up: ifi.Flags&net.FlagUp != 0 && ifi.Flags&net.FlagRunning != 0}
 		p.Type = classify(ifi)
 		if pc != nil && pc.Type != TypeUnspecified {
 			p.Type = pc.Type
@@ -471,9 +475,8 @@ func (m *Manager) discover() ([]*Path, error) {
 	}
 	if len(m.cfg.Paths) == 0 {
 		for _, ifi := range ifs {
-			addrs, err := ifi.Addrs()
-			if err == nil && len(usableAddrs(addrs)) > 0 {
-				add(ifi, nil)
+			if addrs := addrsOf(ifi); len(addrs) > 0 {
+				add(ifi, nil, addrs)
 			}
 		}
 		return paths, nil
@@ -486,7 +489,7 @@ func (m *Manager) discover() ([]*Path, error) {
 			paths = append(paths, &Path{Name: pc.Interface, Type: max(pc.Type, TypeOther)})
 			continue
 		}
-		add(ifs[idx], pc)
+		add(ifs[idx], pc, addrsOf(ifs[idx]))
 	}
 	return paths, nil
 }

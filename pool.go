@@ -34,6 +34,7 @@ type pooled interface {
 	available() int // requests it can take now
 	inFlight() int
 	reserve() bool // take a slot; false if there is none (or it died)
+	unreserve()    // give back a slot taken but not used
 	dead() bool
 	close()
 }
@@ -324,7 +325,8 @@ func (c *core) undo(g grant) {
 		c.mu.Unlock()
 	default:
 		g.e.addPending(-g.size)
-		c.release(g.e)
+		g.e.c.unreserve()
+		c.changed(g.e)
 	}
 }
 
@@ -333,8 +335,8 @@ func (c *core) try(w *waiter) (grant, bool) {
 	now := time.Now()
 	// Drop dead connections first, so neither the policy nor the limits
 	// count them.
-	for es, i := c.entries[w.key], len(c.entries[w.key])-1; i >= 0; i-- {
-		if e := es[i]; e.c.available() > 0 && !e.alive() {
+	for _, e := range c.entries[w.key] {
+		if e.c.available() > 0 && !e.alive() {
 			c.remove(e)
 		}
 	}
@@ -375,9 +377,7 @@ func (c *core) try(w *waiter) (grant, bool) {
 				// another path, or the host limit would keep the path unused.
 				c.closeIdleOf(es, ch.Path)
 			}
-			// Closing removed entries: slices.Delete cleared the tail of
-			// the slice es still spans.
-			es = c.entries[w.key]
+			es = c.entries[w.key] // without what was just closed
 			if c.roomFor(w.key) {
 				c.dialing[w.key]++
 				c.total++
@@ -489,7 +489,9 @@ func (c *core) remove(e *entry) {
 	c.setActive(e, false)
 	es := c.entries[e.key]
 	if i := slices.Index(es, e); i >= 0 {
-		c.entries[e.key] = slices.Delete(es, i, i+1)
+		// A new slice, not slices.Delete in place: callers iterate views of
+		// the old one (a decision's candidates, a sweep) while removing.
+		c.entries[e.key] = append(es[:i:i], es[i+1:]...)
 		if len(c.entries[e.key]) == 0 {
 			delete(c.entries, e.key)
 		}
@@ -559,11 +561,6 @@ func (c *core) sweep() {
 		c.sweeper.Reset(next.Sub(now))
 	}
 	c.serveWaiters()
-}
-
-// release gives back a grant's reserved slot that was not used.
-func (c *core) release(e *entry) {
-	c.changed(e)
 }
 
 // serveWaiters hands grants to waiters in FIFO order, under c.mu. A
@@ -643,7 +640,7 @@ func (c *core) drainGonePaths() {
 // removeWhere removes (and closes) the entries that match, under c.mu.
 func (c *core) removeWhere(match func(*entry) bool) {
 	for _, es := range c.entries {
-		for _, e := range slices.Clone(es) {
+		for _, e := range es { // remove leaves es as it is
 			if match(e) {
 				c.remove(e)
 			}
@@ -735,11 +732,10 @@ type Pool struct {
 	core *core
 }
 
-func (p *Pool) init() error {
+func (p *Pool) init() {
 	p.once.Do(func() {
 		p.core = newCore(p.Manager, p.MaxConnsPerHost, p.MaxConns, p.IdleTimeout)
 	})
-	return nil
 }
 
 // Get returns a connection to address for the intents in ctx, and whether
@@ -747,9 +743,7 @@ func (p *Pool) init() error {
 // allow no new connection and none is free. Call Release to make the
 // connection reusable or Close to end it; one of them, exactly once.
 func (p *Pool) Get(ctx context.Context, network, address string) (*PooledConn, bool, error) {
-	if err := p.init(); err != nil {
-		return nil, false, err
-	}
+	p.init()
 	host, port, err := splitHostPort(ctx, network, address)
 	if err != nil {
 		return nil, false, &net.OpError{Op: "dial", Net: network, Err: err}
@@ -780,26 +774,21 @@ func (p *Pool) Get(ctx context.Context, network, address string) (*PooledConn, b
 
 // Stats returns per-path counts; the key "" is connections the OS routed.
 func (p *Pool) Stats() map[string]PathStats {
-	if p.init() != nil {
-		return nil
-	}
+	p.init()
 	return p.core.pathStats()
 }
 
 // CloseIdle closes the connections that are not handed out.
 func (p *Pool) CloseIdle() {
-	if p.init() == nil {
-		p.core.closeIdle()
-	}
+	p.init()
+	p.core.closeIdle()
 }
 
 // Close closes every pooled connection, fails waiting Gets and makes later
 // Gets fail with ErrPoolClosed. Connections handed out stay usable until
 // released or closed.
 func (p *Pool) Close() error {
-	if err := p.init(); err != nil {
-		return err
-	}
+	p.init()
 	p.core.close()
 	return nil
 }
@@ -826,6 +815,7 @@ func (r *rawConn) inFlight() int {
 }
 
 func (r *rawConn) reserve() bool { return !r.closed.Load() && r.inUse.CompareAndSwap(false, true) }
+func (r *rawConn) unreserve()    { r.inUse.Store(false) }
 func (r *rawConn) dead() bool    { return r.closed.Load() }
 func (r *rawConn) close()        { r.closed.Store(true); r.nc.Close() }
 

@@ -140,7 +140,7 @@ func TestPoolPerHostLimitAndFIFO(t *testing.T) {
 	require.NoError(t, err)
 
 	// Three more wait, in order.
-	require.NoError(t, p.init())
+	p.init()
 	queued := make(chan struct{})
 	p.core.testHookQueued = func() { queued <- struct{}{} }
 	order := make(chan int, 3)
@@ -178,7 +178,7 @@ func TestPoolWaitEndsWithContext(t *testing.T) {
 	a, _, err := p.Get(context.Background(), "tcp", s.addr())
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	require.NoError(t, p.init())
+	p.init()
 	p.core.testHookQueued = cancel // give up as soon as it waits
 	_, _, err = p.Get(ctx, "tcp", s.addr())
 	assert.ErrorIs(t, err, context.Canceled)
@@ -205,7 +205,7 @@ func TestPoolTotalLimitClosesIdle(t *testing.T) {
 	}
 	// Both are busy: a third host must wait for room.
 	busyCtx, cancel := context.WithCancel(ctx)
-	require.NoError(t, p.init())
+	p.init()
 	p.core.testHookQueued = cancel
 	_, _, err := p.Get(busyCtx, "tcp", s2.addr())
 	require.ErrorIs(t, err, context.Canceled)
@@ -255,7 +255,7 @@ func TestPoolClose(t *testing.T) {
 	p := &Pool{Manager: loManager(t, nil), MaxConnsPerHost: 1}
 	a, _, err := p.Get(context.Background(), "tcp", s.addr())
 	require.NoError(t, err)
-	require.NoError(t, p.init())
+	p.init()
 	queued := make(chan struct{})
 	p.core.testHookQueued = func() { close(queued) }
 	errc := make(chan error)
@@ -310,6 +310,7 @@ func (f *fakeConn) inFlight() int {
 	return 0
 }
 func (f *fakeConn) reserve() bool { ok := !f.busy && !f.closed; f.busy = true; return ok }
+func (f *fakeConn) unreserve()    { f.busy = false }
 func (f *fakeConn) dead() bool    { return f.closed }
 func (f *fakeConn) close()        {}
 
@@ -338,4 +339,23 @@ func TestTryAfterClosingForAFreshChoice(t *testing.T) {
 	assert.False(t, ok, "the connection it wanted is gone: wait")
 	assert.True(t, e2.removed, "the longest idle one was closed for the fresh choice")
 	assert.Equal(t, []*entry{e1}, c.entries["k"])
+}
+
+// A grant given back unused (its waiter's context ended as it was handed
+// over) frees the slot it reserved.
+func TestUndoGivesTheSlotBack(t *testing.T) {
+	c := newCore(nil, 6, 17, time.Minute)
+	e := &entry{id: 1, key: "k", c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
+	c.entries["k"] = []*entry{e}
+	c.total = 1
+	w := &waiter{ctx: context.Background(), key: "k", in: &Intents{SizeToBeReceived: 500}}
+	c.mu.Lock()
+	g, ok := c.reserve(w, e, time.Now())
+	c.mu.Unlock()
+	require.True(t, ok)
+	assert.Zero(t, e.c.available(), "reserved")
+	assert.EqualValues(t, 500, e.pending.Load())
+	c.undo(g)
+	assert.Equal(t, 1, e.c.available(), "free again")
+	assert.Zero(t, e.pending.Load())
 }

@@ -534,25 +534,32 @@ func extract(reply *dns.Msg, name string, qtype uint16) ([]netip.Addr, time.Dura
 	return nil, 0
 }
 
-// hostsTable reads a hosts file, again when it changes.
+// hostsTable reads a hosts file, again when it changes; it looks for a
+// change at most every hostsCheckInterval, as the standard library's
+// resolver does, not on every lookup.
 type hostsTable struct {
-	path  string
-	mu    sync.Mutex
-	mtime time.Time
-	size  int64
-	names map[string][]netip.Addr
+	path    string
+	mu      sync.Mutex
+	checked time.Time
+	mtime   time.Time
+	size    int64
+	names   map[string][]netip.Addr
 }
+
+const hostsCheckInterval = 5 * time.Second
 
 func (h *hostsTable) lookup(host string) []netip.Addr {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	fi, err := os.Stat(h.path)
-	if err != nil {
-		return nil
-	}
-	if !fi.ModTime().Equal(h.mtime) || fi.Size() != h.size {
-		h.mtime, h.size = fi.ModTime(), fi.Size()
-		h.names = readHosts(h.path)
+	if now := time.Now(); now.Sub(h.checked) >= hostsCheckInterval {
+		h.checked = now
+		fi, err := os.Stat(h.path)
+		if err != nil {
+			h.names = nil
+		} else if !fi.ModTime().Equal(h.mtime) || fi.Size() != h.size {
+			h.mtime, h.size = fi.ModTime(), fi.Size()
+			h.names = readHosts(h.path)
+		}
 	}
 	return h.names[strings.ToLower(strings.TrimSuffix(host, "."))]
 }

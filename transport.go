@@ -130,6 +130,7 @@ type clientConn struct{ cc *http.ClientConn }
 func (c *clientConn) available() int                                    { return c.cc.Available() }
 func (c *clientConn) inFlight() int                                     { return c.cc.InFlight() }
 func (c *clientConn) reserve() bool                                     { return c.cc.Reserve() == nil }
+func (c *clientConn) unreserve()                                        { c.cc.Release() }
 func (c *clientConn) dead() bool                                        { return c.cc.Err() != nil }
 func (c *clientConn) close()                                            { c.cc.Close() }
 func (c *clientConn) watch(hook func())                                 { c.cc.SetStateHook(func(*http.ClientConn) { hook() }) }
@@ -165,7 +166,10 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	portText := req.URL.Port()
 	if portText == "" {
-		portText = map[string]string{"http": "80", "https": "443"}[scheme]
+		portText = "80"
+		if scheme == "https" {
+			portText = "443"
+		}
 	}
 	port, err := strconv.ParseUint(portText, 10, 16)
 	if err != nil {

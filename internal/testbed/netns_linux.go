@@ -196,19 +196,6 @@ func (n *Netns) Do(fn func() error) error {
 	return fnErr
 }
 
-// Veth joins a and b with a veth pair named aName (in a) and bName (in b),
-// both up, with the given addresses (CIDR, e.g. "10.71.1.1/24").
-func Veth(t testing.TB, a *Netns, aName, aAddr string, b *Netns, bName, bAddr string) {
-	t.Helper()
-	if err := run("ip", "link", "add", aName, "netns", a.Name, "type", "veth", "peer", "name", bName, "netns", b.Name); err != nil {
-		t.Fatal(err)
-	}
-	a.MustIP(t, "addr", "add", aAddr, "dev", aName)
-	b.MustIP(t, "addr", "add", bAddr, "dev", bName)
-	a.MustIP(t, "link", "set", aName, "up")
-	b.MustIP(t, "link", "set", bName, "up")
-}
-
 // ChildEnv is set in the environment of a test process that RunTest starts
 // inside a namespace.
 const ChildEnv = "INTENTS_TESTBED_CHILD"
