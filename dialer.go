@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -80,6 +81,17 @@ type Conn struct {
 	net.Conn
 	path    *Path
 	binding Binding
+	release func() // once, at Close: the Manager's MPTCP accounting
+	closed  sync.Once
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error {
+	err := c.Conn.Close()
+	if c.release != nil {
+		c.closed.Do(c.release)
+	}
+	return err
 }
 
 // Path returns the path the connection uses.
@@ -332,7 +344,16 @@ func (d *Dialer) dialPath(ctx context.Context, m *Manager, network, host string,
 	if d.FallbackDelay < 0 { // disabled, as in net.Dialer: one family after the other
 		primaries, fallbacks = append(primaries, fallbacks...), nil
 	}
-	return d.dialParallel(ctx, network, port, p, mp, primaries, fallbacks)
+	release := m.useMPTCP(p, mp)
+	c, err := d.dialParallel(ctx, network, port, p, mp, primaries, fallbacks)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	if ic, ok := c.(*Conn); ok {
+		ic.release = release
+	}
+	return c, nil
 }
 
 func familiesOf(p *Path) string {

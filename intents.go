@@ -123,7 +123,7 @@ type Multipath uint8
 const (
 	MultipathUnspecified Multipath = iota
 	MultipathOff                   // plain TCP
-	MultipathHandover              // MPTCP, other paths as backup subflows
+	MultipathHandover              // MPTCP, other paths as backup subflows (see Config.MPTCPEndpoints)
 	MultipathAggregate             // MPTCP, subflows on all permitted paths
 )
 

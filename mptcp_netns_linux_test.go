@@ -5,8 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +45,36 @@ type download struct {
 	info    mptcp.Info
 	infoErr error
 	path    string
+	rx      [2]int64 // bytes received on p1 and p2 meanwhile
+}
+
+// rxShare is the fraction of the bytes received on p2.
+func (d download) rxShare() float64 { return float64(d.rx[1]) / float64(d.rx[0]+d.rx[1]) }
+
+func rxBytes(t *testing.T) (rx [2]int64) {
+	t.Helper()
+	for i, dev := range []string{"p1", "p2"} {
+		b, err := os.ReadFile("/sys/class/net/" + dev + "/statistics/rx_bytes")
+		require.NoError(t, err)
+		rx[i], err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		require.NoError(t, err)
+	}
+	return rx
+}
+
+// endpointFlags lists the endpoints' flags by address.
+func endpointFlags(t *testing.T) map[string]mptcp.Flags {
+	t.Helper()
+	pm, err := mptcp.OpenPM()
+	require.NoError(t, err)
+	defer pm.Close()
+	eps, err := pm.Endpoints()
+	require.NoError(t, err)
+	flags := map[string]mptcp.Flags{}
+	for _, e := range eps {
+		flags[e.Addr.String()] = e.Flags
+	}
+	return flags
 }
 
 func TestNetnsMPTCPChild(t *testing.T) {
@@ -58,8 +92,11 @@ func TestNetnsMPTCPChild(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, eps, 2, "an endpoint per path")
 	d := &intents.Dialer{Manager: m}
+	// during, if set, runs once after a quarter of the body has arrived.
+	var during func(c net.Conn)
 	get := func(first string, mp intents.Multipath, size int64) download {
 		t.Helper()
+		rx0 := rxBytes(t)
 		ctx := intents.WithIntents(context.Background(), intents.Intents{
 			Interfaces: map[string]intents.Level{first: intents.LevelPrefer}, Multipath: mp})
 		if mp == intents.MultipathOff {
@@ -81,13 +118,22 @@ func TestNetnsMPTCPChild(t *testing.T) {
 		dl.ttfb = time.Since(start)
 		// Goodput from the first byte to the last, ramp-up included.
 		firstByte := time.Now()
-		n, err := io.Copy(io.Discard, resp.Body)
+		var n int64
+		if during != nil {
+			n, err = io.CopyN(io.Discard, resp.Body, size/4)
+			require.NoError(t, err)
+			during(c)
+		}
+		more, err := io.Copy(io.Discard, resp.Body)
+		n += more
 		require.NoError(t, err)
 		require.EqualValues(t, size-1, n)
 		dl.goodput = float64(n*8) / time.Since(firstByte).Seconds()
 		p, _ := intents.PathOf(c)
 		dl.path = p.Name
 		dl.info, dl.infoErr = c.(*intents.Conn).MPTCP()
+		rx1 := rxBytes(t)
+		dl.rx = [2]int64{rx1[0] - rx0[0], rx1[1] - rx0[1]}
 		return dl
 	}
 	p1 := get("p1", intents.MultipathOff, 4_000_000)
@@ -117,4 +163,31 @@ func TestNetnsMPTCPChild(t *testing.T) {
 	assert.Equal(t, "10.71.2.1", firstOn2.info.SubflowAddrs[0].Local.Addr().String())
 	// Handshake and request take path 2's 60 ms round trips, not path 1's 20.
 	assert.Greater(t, firstOn2.ttfb, both.ttfb+60*time.Millisecond, "the first subflow's path sets the first byte's time")
+
+	// Handover: path 2's subflow joins as a backup and carries (almost)
+	// nothing while path 1 works; the endpoint flag is set for the
+	// connection's lifetime only.
+	var flagsDuring map[string]mptcp.Flags
+	during = func(net.Conn) { flagsDuring = endpointFlags(t) }
+	handover := get("p1", intents.MultipathHandover, 3_000_000)
+	t.Logf("share of the bytes on p2: aggregate %.1f %%, handover %.1f %%", 100*both.rxShare(), 100*handover.rxShare())
+	require.NoError(t, handover.infoErr)
+	assert.Equal(t, 1, handover.info.Subflows, "the backup subflow joined")
+	assert.Equal(t, mptcp.Subflow|mptcp.Backup, flagsDuring["10.71.2.1"], "p2 a backup endpoint during the handover connection")
+	assert.Equal(t, mptcp.Subflow, flagsDuring["10.71.1.1"])
+	assert.Equal(t, mptcp.Subflow, endpointFlags(t)["10.71.2.1"], "backup cleared when it closed")
+	assert.Greater(t, both.rxShare(), 0.2, "aggregate uses path 2")
+	assert.Less(t, handover.rxShare(), 0.05, "handover keeps path 2 in reserve")
+
+	// Path 1 goes down a quarter into a handover download: the body
+	// completes over path 2.
+	during = func(net.Conn) {
+		out, err := exec.Command("ip", "link", "set", "p1", "down").CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	start := time.Now()
+	lost := get("p1", intents.MultipathHandover, 2_000_000)
+	t.Logf("handover with path 1 down after a quarter of 2 MB: done in %v, %.1f %% of the bytes on p2",
+		time.Since(start).Round(time.Millisecond), 100*lost.rxShare())
+	assert.Greater(t, lost.rx[1], int64(1_000_000), "the rest came over path 2")
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/sockintents/intents/internal/estimate"
-	"github.com/sockintents/intents/mptcp"
 )
 
 // A Path is one local access network: an interface with its addresses, its
@@ -135,6 +134,16 @@ type Config struct {
 	// path besides the first (whose path the Dialer's binding picks). It
 	// needs CAP_NET_ADMIN; without it the Manager keeps working with the
 	// endpoints the system has, and MPTCPError says why.
+	//
+	// The Manager also keeps the backup flag of the endpoints it added in
+	// line with the open MPTCP connections: while MultipathHandover
+	// connections are open and no MultipathAggregate one is, the paths that
+	// are no handover connection's first path are backup endpoints. The
+	// kernel's path manager keeps that flag per endpoint, for the whole
+	// network namespace, not per connection (per connection needs the
+	// userspace path manager, which this library does not run): handover
+	// connections with different first paths, or open beside an aggregate
+	// one, aggregate too.
 	MPTCPEndpoints bool
 	// Probe, if its Target is set, probes every path actively (PERM): a
 	// TCP connect to Target through each path every Interval. Off by default.
@@ -174,8 +183,9 @@ type Manager struct {
 
 	testHookProbed func() // called after each round of probes
 
-	mptcpMu  sync.Mutex
+	mptcpMu  sync.Mutex // guards mptcpErr and mptcp
 	mptcpErr error
+	mptcp    mptcpUse
 
 	estimators map[string]*estimate.Path // guarded by mu
 
@@ -276,38 +286,6 @@ func (m *Manager) Close() error {
 		return m.stop()
 	}
 	return nil
-}
-
-// MPTCPError says why the last attempt to configure MPTCP endpoints (see
-// Config.MPTCPEndpoints) failed, or nil.
-func (m *Manager) MPTCPError() error {
-	m.mptcpMu.Lock()
-	defer m.mptcpMu.Unlock()
-	return m.mptcpErr
-}
-
-// ensureMPTCPEndpoints adds an endpoint for every up path that lacks one.
-func (m *Manager) ensureMPTCPEndpoints() {
-	err := func() error {
-		pm, err := mptcp.OpenPM()
-		if err != nil {
-			return err
-		}
-		defer pm.Close()
-		addrs := map[netip.Addr]int{}
-		for _, p := range m.Paths() {
-			if p.Up && p.Type != TypeLoopback {
-				for _, a := range p.Addrs {
-					addrs[a] = p.Index
-				}
-			}
-		}
-		_, err = pm.EnsureEndpoints(addrs, mptcp.Subflow)
-		return err
-	}()
-	m.mptcpMu.Lock()
-	m.mptcpErr = err
-	m.mptcpMu.Unlock()
 }
 
 // probeIntervalFloor keeps probing a trickle; tests lower it.

@@ -217,6 +217,18 @@ func TestPathManagerRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, out, "10.72.0.1 id 7 subflow backup dev m0", "iproute2 sees what we added")
 
+	// Flags by address: backup off, and back on by ID.
+	require.NoError(t, pm.SetFlags(Endpoint{Addr: netip.MustParseAddr("10.72.0.1"), Flags: Subflow}))
+	got, err = pm.Endpoints()
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, Subflow, got[0].Flags, "backup cleared")
+	require.NoError(t, pm.SetFlags(Endpoint{ID: 7, Flags: Subflow | Backup}))
+	out, err = run("ip", "-n", ns.Name, "mptcp", "endpoint", "show")
+	require.NoError(t, err)
+	assert.Contains(t, out, "10.72.0.1 id 7 subflow backup dev m0", "backup set again, by ID")
+	assert.Error(t, pm.SetFlags(Endpoint{Addr: netip.MustParseAddr("10.72.0.9"), Flags: Backup}), "no such endpoint")
+
 	require.NoError(t, pm.SetLimits(Limits{Subflows: 3, AddAddrAccepted: 2}))
 	l, err := pm.Limits()
 	require.NoError(t, err)

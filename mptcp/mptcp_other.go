@@ -42,6 +42,9 @@ func (p *PM) AddEndpoint(Endpoint) error { return errNotLinux }
 // DeleteEndpoint fails outside Linux.
 func (p *PM) DeleteEndpoint(uint8) error { return errNotLinux }
 
+// SetFlags fails outside Linux.
+func (p *PM) SetFlags(Endpoint) error { return errNotLinux }
+
 // Limits fails outside Linux.
 func (p *PM) Limits() (Limits, error) { return Limits{}, errNotLinux }
 

@@ -20,6 +20,7 @@ const (
 	cmdGetAddr   = 3
 	cmdSetLimits = 5
 	cmdGetLimits = 6
+	cmdSetFlags  = 7
 
 	attrAddr        = 1
 	attrRcvAddAddrs = 2
@@ -111,6 +112,20 @@ func (p *PM) DeleteEndpoint(id uint8) error {
 		return err
 	}
 	_, err = p.do(cmdDelAddr, b, netlink.Acknowledge)
+	return err
+}
+
+// SetFlags changes the backup and fullmesh flags of the endpoint with e's
+// address (or, without one, e's ID) to e.Flags; the kernel ignores the
+// other flags. A change of backup is sent to the peer (MP_PRIO) on every
+// open subflow from that address, so it applies to existing connections
+// as well as new ones.
+func (p *PM) SetFlags(e Endpoint) error {
+	b, err := encodeEndpointMessage(e)
+	if err != nil {
+		return err
+	}
+	_, err = p.do(cmdSetFlags, b, netlink.Acknowledge)
 	return err
 }
 
