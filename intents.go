@@ -588,3 +588,14 @@ func (in Intents) DSCP() int {
 	}
 	return DSCPDefault
 }
+
+// without returns in with p prohibited, for a retry elsewhere.
+func (in Intents) without(p *Path) Intents {
+	ifs := make(map[string]Level, len(in.Interfaces)+1)
+	for k, v := range in.Interfaces {
+		ifs[k] = v
+	}
+	ifs[p.Name] = LevelProhibit
+	in.Interfaces = ifs
+	return in
+}

@@ -57,6 +57,15 @@ type Transport struct {
 	// small query, then the rest as a request whose size the policy now
 	// knows. The caller gets one ordinary 200 response.
 	TwoStep int
+	// Aggregate, if set, fetches GETs of large objects in byte ranges over
+	// all permitted paths at once (see Aggregate): multipath without MPTCP.
+	// The caller reads one ordinary 200 response, byte for byte what a
+	// plain GET would give; the ranges carry If-Range with the first
+	// one's validator, so a changed object ends the body with
+	// ErrObjectChanged instead of being stitched from two versions. A path
+	// that fails mid-download leaves its ranges to the others. Requests
+	// with multipath=off, a Range header or a body are not split.
+	Aggregate *Aggregate
 
 	once   sync.Once
 	core   *core
@@ -138,11 +147,16 @@ func (c *clientConn) roundTrip(r *http.Request) (*http.Response, error) { return
 
 // RoundTrip sends req on the path and connection the policy chooses for
 // the intents in req's context. A request on a reused connection that died
-// before any response arrived is sent again on another connection, once,
-// if it can be replayed safely (an idempotent method, and a body that can
-// be had again); others fail.
+// before any response arrived, or whose path went down before any response
+// arrived, is sent again, once, if it can be replayed safely (an idempotent
+// method, and a body that can be had again): on another connection, and in
+// the second case on another path. Others fail, with a *PathDownError if
+// their path went down.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.init()
+	if t.aggregateApplies(req) {
+		return t.aggregate(req)
+	}
 	if t.TwoStep > 0 && t.twoStepApplies(req) {
 		return t.twoStep(req)
 	}
@@ -212,9 +226,16 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		resp, err := e.c.(*clientConn).roundTrip(req)
 		if err != nil {
 			e.addPending(-expect)
-			if reused && attempt == 0 && ctx.Err() == nil && !e.pathDown.Load() {
+			down := e.pathDown.Load()
+			if attempt == 0 && ctx.Err() == nil && (reused || (down && e.path != nil)) {
+				// A reused connection the server had closed, or a path that
+				// went down before any of the response came: once more, on
+				// another path in the second case, if that is safe.
 				if again, ok := rewind(req); ok {
 					req = again
+					if down {
+						in = in.without(e.path)
+					}
 					continue
 				}
 			}

@@ -101,8 +101,74 @@ func (t *Transport) twoStep(req *http.Request) (*http.Response, error) {
 		resp2.Body.Close()
 		return t.plainAfter(req, resp1)
 	}
-	return whole(&stitched{parts: []io.ReadCloser{resp1.Body, resp2.Body}}), nil
+	rest2 := &resumingBody{t: t, req: req, v: validatorOf(resp1.Header), rc: resp2.Body, pos: end + 1, end: total - 1, total: total}
+	return whole(&stitched{parts: []io.ReadCloser{resp1.Body, rest2}}), nil
 }
+
+// resumingBody reads the range [pos, end] of an object. When the path it
+// comes over goes down mid-way, it asks for the rest on another path, with
+// If-Range so the rest is of the same version; anything else ends it with
+// the error.
+type resumingBody struct {
+	t               *Transport
+	req             *http.Request
+	v               validator
+	rc              io.ReadCloser
+	pos, end, total int64
+	resumed         int
+}
+
+func (b *resumingBody) Read(p []byte) (int, error) {
+	for {
+		n, err := b.rc.Read(p)
+		b.pos += int64(n)
+		if err == nil || errors.Is(err, io.EOF) || !errors.Is(err, ErrPathDown) || b.pos > b.end {
+			return n, err
+		}
+		if rerr := b.resume(); rerr != nil {
+			return n, errors.Join(err, rerr)
+		}
+		if n > 0 {
+			return n, nil
+		}
+	}
+}
+
+// resume replaces the body by a request for the rest, avoiding the path
+// that went down.
+func (b *resumingBody) resume() error {
+	if b.resumed++; b.resumed > 3 || b.v.value == "" {
+		return errors.New("intents: cannot resume the download")
+	}
+	in, _ := FromContext(b.req.Context())
+	if cb, ok := b.rc.(*countingBody); ok && cb.e.path != nil {
+		in = in.without(cb.e.path)
+	}
+	b.rc.Close()
+	in.SizeToBeReceived = b.end - b.pos + 1
+	r := b.req.Clone(WithIntents(b.req.Context(), in))
+	r.Header.Set("Range", "bytes="+strconv.FormatInt(b.pos, 10)+"-"+strconv.FormatInt(b.end, 10))
+	r.Header.Set("If-Range", b.v.value)
+	resp, err := b.t.roundTrip(r)
+	if err != nil {
+		b.rc = io.NopCloser(strings.NewReader(""))
+		return err
+	}
+	s, e, total, err := parseContentRange(resp.Header.Get("Content-Range"))
+	if resp.StatusCode != http.StatusPartialContent || err != nil || s != b.pos || e != b.end || total != b.total ||
+		resp.Header.Get(b.v.header) != b.v.value {
+		resp.Body.Close()
+		b.rc = io.NopCloser(strings.NewReader(""))
+		if resp.StatusCode == http.StatusOK {
+			return ErrObjectChanged
+		}
+		return fmt.Errorf("intents: resuming at byte %d: %s %s", b.pos, resp.Status, resp.Header.Get("Content-Range"))
+	}
+	b.rc = resp.Body
+	return nil
+}
+
+func (b *resumingBody) Close() error { return b.rc.Close() }
 
 // plainAfter gives up on the split: it closes resp and sends req as is.
 func (t *Transport) plainAfter(req *http.Request, resp *http.Response) (*http.Response, error) {

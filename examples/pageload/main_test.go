@@ -3,13 +3,17 @@
 package main
 
 import (
+	"encoding/csv"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sockintents/intents/internal/pageload"
 	"github.com/sockintents/intents/internal/testbed"
 )
 
@@ -21,32 +25,84 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestSmoke loads a tiny page once per contender on the testbed and checks
+func TestParseScenarios(t *testing.T) {
+	s, err := parseScenarios("symmetric,6M/20ms+0.5M/200ms")
+	require.NoError(t, err)
+	require.Len(t, s, 2)
+	assert.Equal(t, "6M/20ms+0.5M/200ms", s[1].Name)
+	assert.EqualValues(t, 500_000, s[1].Paths[1].Down.Rate)
+	assert.Equal(t, 200*time.Millisecond, s[1].Paths[1].RTT())
+	g, err := parseScenarios("grid")
+	require.NoError(t, err)
+	assert.Len(t, g, 6)
+	p, err := parseScenarios("paper")
+	require.NoError(t, err)
+	assert.Len(t, p, 6*4*4*4, "every combination of the paper's levels")
+	for _, bad := range []string{"", "fast", "6M/20ms", "6M+5M", "6M/20ms+5M/0ms", "x/20ms+5M/20ms"} {
+		_, err := parseScenarios(bad)
+		assert.Error(t, err, "%q", bad)
+	}
+}
+
+// TestSmoke loads a tiny page once per contender on a tiny grid and checks
 // the output is complete and consistent. It asserts no speed-up.
 func TestSmoke(t *testing.T) {
 	testbed.RequireRoot(t)
-	sc := scenarios["asymmetric"]
-	tb := testbed.New(t, testbed.Spec{Paths: sc.paths, MPTCP: &testbed.MPTCPSpec{}})
-	_, err := tb.StartWeb(testbed.WebOptions{})
+	scens, err := parseScenarios("20M/10ms+5M/50ms,asymmetric")
 	require.NoError(t, err)
-	cfg := newConfig(sc, tb, 4, 10_000, 1)
-	results, err := runClient(tb, cfg)
+	har, err := pageload.ReadHARFile("../../internal/pageload/testdata/search.har")
 	require.NoError(t, err)
-	seen := map[string]int{}
-	ideal := idealPLT(sc, cfg)
-	for _, r := range results {
-		seen[r.Contender]++
-		assert.EqualValues(t, cfg.RootSize+int64(cfg.Objects)*cfg.Size, r.Bytes, "%s received the whole page", r.Contender)
-		assert.Greater(t, r.PLT, ideal, "%s: the lower bound is below every measured load", r.Contender)
+	workloads := []pageload.Workload{pageload.Uniform(4, 10_000, 2), har}
+	keys := contenderKeys()
+	r := run{workloads: workloads, contenders: keys, reps: 1, sizeIntents: true}
+	records, err := r.all(scens)
+	require.NoError(t, err)
+	res := newResults(scens, r.workloads, keys, records)
+	byName := map[string]pageload.Workload{}
+	for _, w := range workloads {
+		byName[w.Name] = w
+	}
+	assert.Len(t, res.cells, len(scens)*len(workloads))
+	for _, k := range res.cells {
+		assert.Len(t, res.by[k], len(keys), "%v: every contender measured", k)
+	}
+	for _, rec := range records {
+		k := cellKey{rec.Scenario, rec.Workload}
+		w := byName[rec.Workload]
+		assert.Equal(t, w.Bytes(), rec.Bytes, "%v %s received the whole page", k, rec.Contender)
+		assert.Greater(t, rec.PLT, res.bound[k], "%v %s: the lower bound is below every measured load", k, rec.Contender)
 		n := 0
-		for _, c := range r.Paths {
+		for p, c := range rec.Paths {
+			assert.Contains(t, []string{"p1", "p2"}, p)
 			n += c
 		}
-		assert.Equal(t, cfg.Objects+1, n, "%s: every object's path is known", r.Contender)
+		assert.Equal(t, len(w.Objects), n, "%s: every object's path is known", rec.Contender)
 	}
-	assert.Len(t, seen, 7, "every contender measured")
+	assert.Len(t, records, len(scens)*len(workloads)*len(keys))
+
 	var out strings.Builder
-	report(&out, sc, cfg, results)
+	res.printTables(&out)
 	t.Log("\n" + out.String())
-	assert.Contains(t, out.String(), "EAF (intents, priors)")
+	for _, k := range keys {
+		assert.Contains(t, out.String(), contenderNames[k])
+	}
+	dir := t.TempDir()
+	require.NoError(t, res.write(dir))
+	f, err := os.Open(filepath.Join(dir, "loads.csv"))
+	require.NoError(t, err)
+	rows, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	require.NoError(t, err)
+	assert.Len(t, rows, 1+len(records), "a header and a row per load")
+	f, err = os.Open(filepath.Join(dir, "summary.csv"))
+	require.NoError(t, err)
+	rows, err = csv.NewReader(f).ReadAll()
+	f.Close()
+	require.NoError(t, err)
+	assert.Len(t, rows, 1+len(scens)*len(workloads)*len(keys), "a header and a row per cell and contender")
+	for _, name := range []string{"plt.svg", "speedup-ecdf.svg"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		assert.Contains(t, string(b), "<svg", name)
+	}
 }

@@ -18,7 +18,8 @@ import (
 // with a certificate of the testbed's own CA. It logs every connection and
 // request with the client's address, so tests can see which path was used.
 //
-// Every host serves /obj?size=N (or /obj/N): N bytes of ObjectByte, with
+// Every host serves /obj?size=N (or /obj/N, either with ?delay=DURATION to
+// answer late): N bytes of ObjectByte, with
 // Range, If-Range, ETag and Last-Modified support. Handle adds virtual
 // hosts.
 type WebServer struct {
@@ -138,7 +139,7 @@ func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter 
 
 var objectTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// serveObject serves /obj?size=N or /obj/N.
+// serveObject serves /obj?size=N or /obj/N (and ?delay=DURATION).
 func serveObject(w http.ResponseWriter, r *http.Request) {
 	sizeText := r.URL.Query().Get("size")
 	if rest, ok := strings.CutPrefix(r.URL.Path, "/obj/"); ok {
@@ -151,6 +152,15 @@ func serveObject(w http.ResponseWriter, r *http.Request) {
 	if err != nil || size < 0 {
 		http.Error(w, "want /obj?size=BYTES", http.StatusBadRequest)
 		return
+	}
+	if d, err := time.ParseDuration(r.URL.Query().Get("delay")); err == nil {
+		// ?delay=D answers after D: a request in flight that a test can
+		// cut off before any of the response.
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		}
 	}
 	w.Header().Set("ETag", `"obj-`+strconv.FormatInt(size, 10)+`"`)
 	w.Header().Set("Content-Type", "application/octet-stream")

@@ -1,0 +1,620 @@
+package intents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Aggregate configures downloads of one object over all permitted paths at
+// once, in byte ranges, without help from the server beyond Range support:
+// multipath for servers (or middleboxes) without MPTCP. See
+// Transport.Aggregate.
+type Aggregate struct {
+	// MinSize: objects smaller than this are fetched plainly (default
+	// 1 MB). The first range request is MinChunk bytes; its Content-Range
+	// tells the size when no size hint did.
+	MinSize int64
+	// MinChunk is the smallest range requested (default 256 KiB). A path
+	// gets ranges of about half a second of its rate, between MinChunk and
+	// 16 × MinChunk.
+	MinChunk int64
+	// MaxParallel bounds the ranges in flight over all paths (default 2 per
+	// permitted path: the next range is asked for before the last one is
+	// in, so no path idles a round trip).
+	MaxParallel int
+	// Window bounds memory: no range starts more than Window bytes beyond
+	// what the caller has read (default 16 MiB).
+	Window int64
+}
+
+func (a Aggregate) withDefaults(paths int) Aggregate {
+	if a.MinSize <= 0 {
+		a.MinSize = 1e6
+	}
+	if a.MinChunk <= 0 {
+		a.MinChunk = 256 << 10
+	}
+	if a.MaxParallel <= 0 {
+		a.MaxParallel = 2 * paths
+	}
+	if a.Window <= 0 {
+		a.Window = 16 << 20
+	}
+	a.Window = max(a.Window, 2*a.MinChunk)
+	return a
+}
+
+// ErrObjectChanged is returned (from a response body's Read) when the
+// object changed on the server during an aggregated download: the ranges
+// already delivered and the rest would be of two versions, so the download
+// stops rather than stitch them.
+var ErrObjectChanged = errors.New("intents: the object changed on the server during the download")
+
+// aggregateApplies reports whether req may be fetched in ranges: a plain
+// GET without a body or a Range header, multipath not turned off, and no
+// size hint below MinSize.
+func (t *Transport) aggregateApplies(req *http.Request) bool {
+	if t.Aggregate == nil || (req.Method != http.MethodGet && req.Method != "") || req.URL == nil {
+		return false
+	}
+	if (req.Body != nil && req.Body != http.NoBody) || req.Header.Get("Range") != "" {
+		return false
+	}
+	in, _ := FromContext(req.Context())
+	if in.Multipath == MultipathOff {
+		return false
+	}
+	size := in.SizeToBeReceived
+	if size == 0 {
+		size = t.sizes.get(req.URL.String())
+	}
+	return size == 0 || size >= t.Aggregate.withDefaults(1).MinSize
+}
+
+// aggregate fetches the first MinChunk bytes, learns the size and the
+// validator, and hands the rest to an aggregated body. Anything unexpected
+// in the first answer falls back as the two-step download does.
+func (t *Transport) aggregate(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	in, _ := FromContext(ctx)
+	var paths []*Path
+	if !isLoopbackHost(req.URL.Hostname()) {
+		m := t.Manager
+		if m == nil {
+			var err error
+			if m, err = DefaultManager(); err != nil {
+				return nil, err
+			}
+		}
+		paths, _ = permit(nil, &in, m.Paths(), 0, false)
+	}
+	cfg := t.Aggregate.withDefaults(max(len(paths), 1))
+	first := req.Clone(WithIntents(ctx, Intents{Category: CategoryQuery, SizeToBeReceived: cfg.MinChunk}))
+	first.Header.Set("Range", "bytes=0-"+strconv.FormatInt(cfg.MinChunk-1, 10))
+	resp1, err := t.roundTrip(first)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case resp1.StatusCode == http.StatusRequestedRangeNotSatisfiable:
+		return t.plainAfter(req, resp1)
+	case resp1.StatusCode != http.StatusPartialContent:
+		resp1.Request = req
+		return resp1, nil
+	case resp1.Uncompressed || (resp1.Header.Get("Content-Encoding") != "" && resp1.Header.Get("Content-Encoding") != "identity"):
+		return t.plainAfter(req, resp1)
+	}
+	start, end, total, err := parseContentRange(resp1.Header.Get("Content-Range"))
+	if err != nil || start != 0 || resp1.ContentLength != end+1 {
+		return t.plainAfter(req, resp1)
+	}
+	t.sizes.put(req.URL.String(), total)
+	v := validatorOf(resp1.Header)
+	if v.value == "" && end+1 < total {
+		return t.plainAfter(req, resp1) // nothing to keep the ranges to one version
+	}
+	whole := *resp1
+	whole.Status, whole.StatusCode = "200 OK", http.StatusOK
+	whole.Header = resp1.Header.Clone()
+	whole.Header.Del("Content-Range")
+	whole.Header.Set("Content-Length", strconv.FormatInt(total, 10))
+	whole.ContentLength = total
+	whole.Request = req
+	if end+1 == total {
+		return &whole, nil
+	}
+	whole.Body = newAggBody(t, req, paths, cfg, v, total, resp1.Body, end+1)
+	return &whole, nil
+}
+
+// validator is what If-Range sends and what every range must carry.
+type validator struct {
+	header string // "ETag" or "Last-Modified"
+	value  string
+}
+
+func validatorOf(h http.Header) validator {
+	if e := h.Get("ETag"); e != "" && len(e) > 2 && e[:2] != "W/" { // If-Range needs a strong one
+		return validator{"ETag", e}
+	}
+	if lm := h.Get("Last-Modified"); lm != "" {
+		return validator{"Last-Modified", lm}
+	}
+	return validator{}
+}
+
+// aggBody is the response body of an aggregated download: ranges fetched
+// concurrently over the paths, read in order. Chunks are kept from the
+// read position up to Window beyond it.
+type aggBody struct {
+	t     *Transport
+	req   *http.Request
+	cfg   Aggregate
+	v     validator
+	total int64
+	ctx   context.Context
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced when something happened
+	chunks  []*chunk      // from the one holding pos on, by start
+	next    int64         // first byte not in any chunk yet
+	pos     int64         // read position
+	paths   []*aggPath
+	err     error // ends the download (after what was read)
+	closed  bool
+	started time.Time
+	// buffered is the size of the chunks held; peak its most.
+	buffered, peak int64
+}
+
+// aggPath is one path's part in a download.
+type aggPath struct {
+	p        *Path
+	inFlight int
+	bytes    int64         // received over it in this download
+	since    time.Time     // when inFlight last went from 0 to 1
+	active   time.Duration // time with fetches in flight before that
+	dead     error         // why it is no longer used for this download
+	rtt      time.Duration
+	prior    float64 // bytes per second, from the path's estimate
+}
+
+func (a *aggPath) begin(now time.Time) {
+	if a.inFlight == 0 {
+		a.since = now
+	}
+	a.inFlight++
+}
+
+func (a *aggPath) end(now time.Time) {
+	a.inFlight--
+	if a.inFlight == 0 {
+		a.active += now.Sub(a.since)
+	}
+}
+
+// rate is the path's delivery rate in this download, once it has carried
+// enough to tell (the estimate until then).
+func (a *aggPath) rate(now time.Time) float64 {
+	active := a.active
+	if a.inFlight > 0 {
+		active += now.Sub(a.since)
+	}
+	if a.bytes < 128<<10 || active <= 0 {
+		return a.prior
+	}
+	return float64(a.bytes) / active.Seconds()
+}
+
+// chunk is one range of the object. Its bytes arrive from a primary fetch
+// (from start on) and, at the tail, perhaps a duplicate fetch on another
+// path (from dupFrom on); both write the same bytes of the one version
+// into buf, and whichever covers the range first wins.
+type chunk struct {
+	start, end int64 // [start, end)
+	buf        []byte
+	got        int64 // contiguous bytes from start
+	fetching   bool  // a primary fetch is under way
+	owner      *aggPath
+	dupFrom    int64
+	dupGot     int64
+	dup        *aggPath
+	cancels    []context.CancelFunc
+}
+
+// covered is how many bytes from start are in.
+func (c *chunk) covered() int64 {
+	n := c.got
+	if c.dup != nil && c.dupFrom-c.start <= n {
+		n = max(n, c.dupFrom-c.start+c.dupGot)
+	}
+	return n
+}
+
+func (c *chunk) size() int64 { return c.end - c.start }
+func (c *chunk) done() bool  { return c.covered() >= c.size() }
+
+func newAggBody(t *Transport, req *http.Request, paths []*Path, cfg Aggregate, v validator, total int64, first io.ReadCloser, firstEnd int64) *aggBody {
+	ctx, stop := context.WithCancel(req.Context())
+	b := &aggBody{t: t, req: req, cfg: cfg, v: v, total: total, ctx: ctx, stop: stop,
+		changed: make(chan struct{}), started: time.Now()}
+	for _, p := range paths {
+		e := p.Estimate()
+		ap := &aggPath{p: p, rtt: e.RTT, prior: float64(e.Bandwidth) / 8}
+		if ap.rtt <= 0 {
+			ap.rtt = 100 * time.Millisecond
+		}
+		if ap.prior <= 0 {
+			ap.prior = 125_000 // 1 Mbit/s until measured
+		}
+		b.paths = append(b.paths, ap)
+	}
+	if len(b.paths) == 0 {
+		// A loopback destination, or no path known: ranges in parallel on
+		// whatever the policy (or the OS) picks.
+		b.paths = []*aggPath{{rtt: time.Millisecond, prior: 125e6}}
+	}
+	// The first range is the first chunk, arriving on the response already
+	// made (on whichever path the policy chose for it).
+	c := &chunk{start: 0, end: firstEnd, buf: make([]byte, firstEnd), fetching: true}
+	b.chunks = []*chunk{c}
+	b.buffered, b.peak = firstEnd, firstEnd
+	b.next = firstEnd
+	b.wg.Add(1)
+	go b.receive(c, nil, first, 0, false, func() {})
+	b.mu.Lock()
+	b.schedule()
+	b.mu.Unlock()
+	return b
+}
+
+// broadcast wakes the reader, under b.mu.
+func (b *aggBody) broadcast() {
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+// predict is when path a would have n more bytes in, from now, given what
+// it already has in flight: Earliest Arrival First on this download's own
+// measurements.
+func (b *aggBody) predict(a *aggPath, n int64) time.Duration {
+	var owed int64
+	for _, c := range b.chunks {
+		if c.owner == a {
+			owed += c.size() - c.got
+		}
+		if c.dup == a {
+			owed += c.end - c.dupFrom - c.dupGot
+		}
+	}
+	return a.rtt + time.Duration(float64(owed+n)/a.rate(time.Now())*float64(time.Second))
+}
+
+func (b *aggBody) chunkFor(a *aggPath) int64 {
+	n := int64(a.rate(time.Now()) / 2)
+	return min(max(n, b.cfg.MinChunk), 16*b.cfg.MinChunk)
+}
+
+// schedule starts what may start, under b.mu: chunks given back by a
+// failed path first, then new chunks within the window, each to the path
+// predicted to finish it first; at the tail, a duplicate of the chunk
+// predicted to finish last on a path that would finish it sooner.
+func (b *aggBody) schedule() {
+	if b.err != nil || b.closed {
+		return
+	}
+	inFlight := 0
+	for _, a := range b.paths {
+		inFlight += a.inFlight
+	}
+	perPath := max(1, b.cfg.MaxParallel/max(len(b.paths), 1))
+	free := func(a *aggPath) bool { return a.dead == nil && a.inFlight < perPath && inFlight < b.cfg.MaxParallel }
+	best := func(n int64) *aggPath {
+		var pick *aggPath
+		var at time.Duration
+		for _, a := range b.paths {
+			if a.dead != nil {
+				continue
+			}
+			// A path without a free slot must first finish one.
+			t := b.predict(a, n)
+			if pick == nil || t < at {
+				pick, at = a, t
+			}
+		}
+		return pick
+	}
+	for {
+		started := false
+		// Orphans: chunks whose path failed.
+		for _, c := range b.chunks {
+			if !c.fetching && !c.done() {
+				if a := best(c.size() - c.got); a != nil && free(a) {
+					b.start(c, a, c.start+c.got, false)
+					inFlight++
+					started = true
+				}
+			}
+		}
+		if b.next < b.total && b.next < b.pos+b.cfg.Window {
+			for _, a := range b.paths {
+				if !free(a) {
+					continue
+				}
+				n := min(b.chunkFor(a), b.total-b.next)
+				if best(n) != a {
+					continue // another path would have it sooner, even after what it has
+				}
+				c := &chunk{start: b.next, end: b.next + n, buf: make([]byte, n)}
+				b.chunks = append(b.chunks, c)
+				b.buffered += n
+				b.peak = max(b.peak, b.buffered)
+				b.next += n
+				b.start(c, a, c.start, false)
+				inFlight++
+				started = true
+				break
+			}
+		}
+		if !started {
+			break
+		}
+	}
+	if b.next < b.total {
+		return
+	}
+	// The tail: an idle path re-asks for the rest of the chunk predicted
+	// to finish last, if it would finish that sooner.
+	for _, a := range b.paths {
+		if a.dead != nil || a.inFlight > 0 || !free(a) {
+			continue
+		}
+		var worst *chunk
+		var worstAt time.Duration
+		for _, c := range b.chunks {
+			if c.done() || c.dup != nil || !c.fetching || c.owner == nil || c.owner == a {
+				continue
+			}
+			at := b.predict(c.owner, 0)
+			if worst == nil || at > worstAt {
+				worst, worstAt = c, at
+			}
+		}
+		if worst == nil {
+			continue
+		}
+		from := worst.start + worst.got
+		if left := worst.end - from; left > 0 && b.predict(a, left) < worstAt*4/5 {
+			b.start(worst, a, from, true)
+			inFlight++
+		}
+	}
+}
+
+// start fetches [from, c.end) of c on a, under b.mu.
+func (b *aggBody) start(c *chunk, a *aggPath, from int64, dup bool) {
+	ctx, cancel := context.WithCancel(b.ctx)
+	c.cancels = append(c.cancels, cancel)
+	if dup {
+		c.dup, c.dupFrom, c.dupGot = a, from, 0
+	} else {
+		c.owner, c.fetching = a, true
+	}
+	a.begin(time.Now())
+	b.wg.Add(1)
+	go func() {
+		body, err := b.request(ctx, a, from, c.end)
+		if err != nil {
+			b.fail(c, a, dup, err)
+			cancel()
+			b.wg.Done()
+			return
+		}
+		b.receive(c, a, body, from, dup, cancel)
+	}()
+}
+
+// request asks for [from, end) over a's path only, with If-Range.
+func (b *aggBody) request(ctx context.Context, a *aggPath, from, end int64) (io.ReadCloser, error) {
+	in, _ := FromContext(b.req.Context())
+	in.SizeToBeReceived = end - from
+	in.Multipath = MultipathOff
+	if a.p != nil {
+		in.Interfaces = map[string]Level{a.p.Name: LevelRequire}
+	}
+	r := b.req.Clone(WithIntents(ctx, in))
+	r.Header.Set("Range", "bytes="+strconv.FormatInt(from, 10)+"-"+strconv.FormatInt(end-1, 10))
+	r.Header.Set("If-Range", b.v.value)
+	resp, err := b.t.roundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode == http.StatusOK {
+		resp.Body.Close()
+		return nil, ErrObjectChanged // If-Range: the whole of another version
+	}
+	s, e, total, err := parseContentRange(resp.Header.Get("Content-Range"))
+	switch {
+	case resp.StatusCode != http.StatusPartialContent:
+		err = fmt.Errorf("intents: range request answered %s", resp.Status)
+	case err != nil:
+	case s != from || e != end-1 || total != b.total || resp.Uncompressed:
+		err = fmt.Errorf("intents: asked for bytes %d-%d/%d, got %d-%d/%d", from, end-1, b.total, s, e, total)
+	case resp.Header.Get(b.v.header) != b.v.value:
+		err = ErrObjectChanged
+	}
+	if err != nil {
+		resp.Body.Close()
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// receive copies body into c from offset from until c is covered, the
+// body ends or fails, or the fetch is cancelled.
+func (b *aggBody) receive(c *chunk, a *aggPath, body io.ReadCloser, from int64, dup bool, cancel context.CancelFunc) {
+	defer b.wg.Done()
+	defer cancel()
+	defer body.Close()
+	scratch := make([]byte, 32<<10)
+	pos := from
+	for pos < c.end {
+		n, err := body.Read(scratch[:min(int64(len(scratch)), c.end-pos)])
+		b.mu.Lock()
+		if n > 0 {
+			copy(c.buf[pos-c.start:], scratch[:n])
+			pos += int64(n)
+			if dup {
+				c.dupGot = pos - c.dupFrom
+			} else {
+				c.got = pos - c.start
+			}
+			if a != nil {
+				a.bytes += int64(n)
+			}
+			b.broadcast()
+		}
+		covered := c.done()
+		b.mu.Unlock()
+		if covered {
+			break
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF // the range was shorter than promised
+			}
+			b.fail(c, a, dup, err)
+			return
+		}
+	}
+	b.mu.Lock()
+	if a != nil {
+		a.end(time.Now())
+	}
+	if c.done() {
+		for _, cf := range c.cancels {
+			cf() // the other fetch of this chunk, if any
+		}
+	}
+	b.schedule()
+	b.broadcast()
+	b.mu.Unlock()
+}
+
+// fail handles a fetch that failed: unless the download was closed or the
+// chunk is covered anyway, the path is out of this download and the chunk
+// goes back to the others; the object changing, or every path failing,
+// ends the download.
+func (b *aggBody) fail(c *chunk, a *aggPath, dup bool, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if a != nil {
+		a.end(time.Now())
+	}
+	if dup {
+		c.dup = nil
+	} else {
+		c.owner, c.fetching = nil, false
+	}
+	switch {
+	case b.closed || c.done() || b.err != nil: // ending anyway, or nothing lost
+	case errors.Is(err, ErrObjectChanged):
+		b.err = err
+	case b.ctx.Err() != nil:
+		b.err = b.ctx.Err()
+	default:
+		if a == nil {
+			// The first range failed on the policy's path: keep every path
+			// and ask again for the rest.
+			break
+		}
+		a.dead = err
+		alive := false
+		for _, p := range b.paths {
+			alive = alive || p.dead == nil
+		}
+		if !alive {
+			b.err = fmt.Errorf("intents: aggregated download: every path failed, last %s: %w", pathName(a.p), err)
+		}
+	}
+	if b.err != nil {
+		b.stop()
+	}
+	b.schedule()
+	b.broadcast()
+}
+
+// Read reads the object in order, waiting for its next bytes.
+func (b *aggBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for {
+		if b.closed {
+			return 0, errors.New("intents: read on a closed body")
+		}
+		if b.pos >= b.total {
+			return 0, io.EOF
+		}
+		if len(b.chunks) == 0 { // nothing could start: every path failed
+			if b.err != nil {
+				return 0, b.err
+			}
+			return 0, errors.New("intents: aggregated download: no path to fetch from")
+		}
+		c := b.chunks[0]
+		if avail := c.covered() - (b.pos - c.start); avail > 0 {
+			off := b.pos - c.start
+			n := copy(p, c.buf[off:off+avail])
+			b.pos += int64(n)
+			if b.pos == c.end {
+				b.buffered -= c.size()
+				b.chunks[0] = nil
+				b.chunks = b.chunks[1:]
+				b.schedule() // the window moved
+			}
+			return n, nil
+		}
+		if b.err != nil {
+			return 0, b.err
+		}
+		wait := b.changed
+		b.mu.Unlock()
+		<-wait
+		b.mu.Lock()
+	}
+}
+
+// Close stops the fetches and waits for them.
+func (b *aggBody) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.stop()
+	b.wg.Wait()
+	return nil
+}
+
+// AggregateStats says how many bytes of an aggregated body came over each
+// path (by name; "" for connections the OS routed), the first range
+// excepted; for other bodies it reports false.
+func AggregateStats(body io.Reader) (map[string]int64, bool) {
+	b, ok := body.(*aggBody)
+	if !ok {
+		return nil, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]int64{}
+	for _, a := range b.paths {
+		out[pathName(a.p)] = a.bytes
+	}
+	return out, true
+}

@@ -1,0 +1,217 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sockintents/intents"
+	"github.com/sockintents/intents/internal/pageload"
+	"github.com/sockintents/intents/policy"
+)
+
+// The contenders, by key: the two single-path baselines first.
+var (
+	contenderNames = map[string]string{
+		"path1":      "path 1 (net/http)",
+		"path2":      "path 2 (net/http)",
+		"rr":         "round robin (intents)",
+		"eaf":        "EAF (intents)",
+		"eaf-priors": "EAF, priors (intents)",
+		"mptcp":      "MPTCP, 1st subflow p1 (net/http)",
+		"eaf-mptcp":  "EAF+MPTCP (intents)",
+	}
+	defaultContenders = []string{"path1", "path2", "rr", "eaf", "eaf-mptcp", "mptcp"}
+	baselines         = []string{"path1", "path2"}
+)
+
+func contenderKeys() []string {
+	keys := make([]string, 0, len(contenderNames))
+	for k := range contenderNames {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// contender is one way of loading pages.
+type contender struct {
+	key string
+	rt  http.RoundTripper
+	// intents: an intents.Transport, whose Manager learns the paths; it
+	// gets one unmeasured load first.
+	intents bool
+}
+
+// closeIdle ends the contender's idle connections, so every load starts
+// from scratch (handshakes, slow start), as a page load in a new browser.
+func (c contender) closeIdle() {
+	if ci, ok := c.rt.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
+func newContender(key string, cfg config) contender {
+	manager := func(p intents.Policy, priors bool) *intents.Manager {
+		paths := []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}}
+		if priors {
+			for i := range paths {
+				paths[i].RTT, paths[i].Bandwidth = cfg.RTT[i], cfg.Rate[i]
+			}
+		}
+		// Every path an MPTCP endpoint, so MPTCP connections get a subflow
+		// on the other path (the client runs as root in its namespace).
+		var logger *slog.Logger
+		if cfg.Trace == key {
+			logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
+		m, err := intents.NewManager(intents.Config{Paths: paths, Policy: p, NoWatch: true, MPTCPEndpoints: true, Logger: logger})
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := m.MPTCPError(); err != nil {
+			log.Fatal(err)
+		}
+		return m
+	}
+	withPolicy := func(p intents.Policy, priors bool) contender {
+		return contender{key: key, rt: &intents.Transport{Manager: manager(p, priors)}, intents: true}
+	}
+	switch key {
+	case "path1":
+		return contender{key: key, rt: boundTransport("p1")}
+	case "path2":
+		return contender{key: key, rt: boundTransport("p2")}
+	case "rr":
+		return withPolicy(&policy.RoundRobin{}, false)
+	case "eaf":
+		return withPolicy(&policy.EAF{}, false)
+	case "eaf-priors":
+		return withPolicy(&policy.EAF{}, true)
+	case "eaf-mptcp":
+		return withPolicy(&policy.EAFMPTCP{}, false)
+	case "mptcp":
+		// Plain net/http over MPTCP connections whose first subflow is on
+		// path 1.
+		d := &intents.Dialer{Manager: manager(nil, false)}
+		dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+			ctx = intents.WithIntents(ctx, intents.Intents{Multipath: intents.MultipathAggregate,
+				Interfaces: map[string]intents.Level{"p1": intents.LevelPrefer}})
+			return d.DialContext(ctx, network, addr)
+		}
+		return contender{key: key, rt: &http.Transport{DialContext: dial, MaxConnsPerHost: pageload.MaxConnsPerHost}}
+	}
+	panic("unknown contender " + key) // checked by main
+}
+
+// client loads the pages with every contender, inside the client
+// namespace, and writes a record per load to stdout. The reps go round the
+// contenders, so a slow spell of this shared machine hits them alike.
+func client() {
+	var cfg config
+	if err := json.NewDecoder(os.Stdin).Decode(&cfg); err != nil {
+		log.Fatal(err)
+	}
+	warmPaths()
+	var contenders []contender
+	for _, k := range cfg.Contenders {
+		contenders = append(contenders, newContender(k, cfg))
+	}
+	enc := json.NewEncoder(os.Stdout)
+	done := cfg.Done
+	defer progress(0, 0, "") // clears the line
+	for _, w := range cfg.Workloads {
+		load := func(c contender) pageload.Result {
+			l := &pageload.Loader{Transport: c.rt, SizeIntents: c.intents && cfg.SizeIntents, PathOf: localDev,
+				URL: func(host int, size int64, i int) string {
+					return fmt.Sprintf("http://10.71.100.%d/obj/%d?o=%d", host+1, size, i)
+				}}
+			res, err := l.Load(context.Background(), w)
+			if err != nil {
+				log.Fatalf("%s, %s, %s: %v", cfg.Scenario, w.Name, contenderNames[c.key], err)
+			}
+			c.closeIdle()
+			return res
+		}
+		for _, c := range contenders {
+			if c.intents {
+				load(c) // the Manager's first look at the paths: not measured
+			}
+		}
+		for rep := range cfg.Reps {
+			for _, c := range contenders {
+				progress(done, cfg.Total, fmt.Sprintf("%s  %s  %s", cfg.Scenario, w.Name, contenderNames[c.key]))
+				res := load(c)
+				done++
+				if err := enc.Encode(record{Scenario: cfg.Scenario, Workload: w.Name, Contender: c.key, Rep: rep,
+					PLT: res.PLT, Bytes: res.Bytes, Paths: res.PathCounts()}); err != nil {
+					log.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// warmPaths fetches a byte over each path first, so that no contender's
+// first load pays for the fresh namespaces' neighbour discovery.
+func warmPaths() {
+	for _, dev := range []string{"p1", "p2"} {
+		rt := boundTransport(dev)
+		req, _ := http.NewRequest(http.MethodGet, "http://10.71.100.1/obj/1", nil)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			log.Fatalf("warming up %s: %v", dev, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		rt.CloseIdleConnections()
+	}
+}
+
+// boundTransport is net/http on one path only.
+func boundTransport(dev string) *http.Transport {
+	d := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) { err = unix.BindToDevice(int(fd), dev) }); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	return &http.Transport{DialContext: d.DialContext, MaxConnsPerHost: pageload.MaxConnsPerHost}
+}
+
+// progress draws a bar on stderr, if it is a terminal.
+func progress(done, total int, what string) {
+	if _, err := unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS); err != nil {
+		return
+	}
+	const width = 30
+	if total == 0 {
+		fmt.Fprint(os.Stderr, "\r\033[K")
+		return
+	}
+	n := done * width / total
+	fmt.Fprintf(os.Stderr, "\r\033[K[%s%s] %d/%d loads  %s", strings.Repeat("#", n), strings.Repeat(".", width-n), done, total, what)
+}
+
+// localDev names the path by the connection's source address (10.71.i.1).
+func localDev(c net.Conn) string {
+	ip := c.LocalAddr().(*net.TCPAddr).IP.To4()
+	if ip == nil {
+		return "?"
+	}
+	return fmt.Sprintf("p%d", ip[2])
+}

@@ -1,0 +1,308 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/sockintents/intents/internal/pageload"
+)
+
+// cellKey is one scenario and workload.
+type cellKey struct{ scenario, workload string }
+
+// stats summarise one contender's loads in one cell.
+type stats struct {
+	median, min, max time.Duration
+	loads            int
+	paths            map[string]int // objects per path, over all loads
+}
+
+type results struct {
+	cells      []cellKey
+	contenders []string
+	records    []record
+	by         map[cellKey]map[string]stats
+	bound      map[cellKey]time.Duration
+	bytes      map[string]int64 // workload bytes, by name
+}
+
+func newResults(scens []scenario, workloads []pageload.Workload, contenders []string, records []record) *results {
+	r := &results{contenders: contenders, records: records, by: map[cellKey]map[string]stats{},
+		bound: map[cellKey]time.Duration{}, bytes: map[string]int64{}}
+	for _, sc := range scens {
+		rate, rtt := 0.0, sc.Paths[0].RTT()
+		for _, p := range sc.Paths {
+			rate += float64(p.Down.Rate)
+			rtt = min(rtt, p.RTT())
+		}
+		for _, w := range workloads {
+			k := cellKey{sc.Name, w.Name}
+			r.cells = append(r.cells, k)
+			r.bound[k] = w.LowerBound(rtt, rate)
+			r.bytes[w.Name] = w.Bytes()
+		}
+	}
+	plts := map[cellKey]map[string][]time.Duration{}
+	for _, rec := range records {
+		k := cellKey{rec.Scenario, rec.Workload}
+		if plts[k] == nil {
+			plts[k], r.by[k] = map[string][]time.Duration{}, map[string]stats{}
+		}
+		plts[k][rec.Contender] = append(plts[k][rec.Contender], rec.PLT)
+		s := r.by[k][rec.Contender]
+		if s.paths == nil {
+			s.paths = map[string]int{}
+		}
+		for p, n := range rec.Paths {
+			s.paths[p] += n
+		}
+		r.by[k][rec.Contender] = s
+	}
+	for k, m := range plts {
+		for c, d := range m {
+			slices.Sort(d)
+			s := r.by[k][c]
+			s.median, s.min, s.max, s.loads = median(d), d[0], d[len(d)-1], len(d)
+			r.by[k][c] = s
+		}
+	}
+	return r
+}
+
+// median of sorted durations (the mean of the middle two for an even count).
+func median(d []time.Duration) time.Duration {
+	if len(d)%2 == 1 {
+		return d[len(d)/2]
+	}
+	return (d[len(d)/2-1] + d[len(d)/2]) / 2
+}
+
+// best is the better single interface's median in a cell (0 if neither
+// baseline ran).
+func (r *results) best(k cellKey) time.Duration {
+	var b time.Duration
+	for _, c := range baselines {
+		if s, ok := r.by[k][c]; ok && (b == 0 || s.median < b) {
+			b = s.median
+		}
+	}
+	return b
+}
+
+func pathList(m map[string]int) string {
+	var parts []string
+	for _, p := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s:%d", p, m[p]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// printTables writes a table per cell and, for several cells, a summary of
+// each contender's speedups.
+func (r *results) printTables(w io.Writer) {
+	for _, k := range r.cells {
+		best := r.best(k)
+		fmt.Fprintf(w, "\n%s, %s (%d B): lower bound %.2f s (Σ bytes / Σ rates + handshake and dependency round trips)\n",
+			k.scenario, k.workload, r.bytes[k.workload], r.bound[k].Seconds())
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "contender\tmedian PLT\tmin\tmax\tvs better single\tPLT / bound\tobjects per path\t")
+		for _, c := range r.contenders {
+			s, ok := r.by[k][c]
+			if !ok {
+				continue
+			}
+			vs := "n/a"
+			if best > 0 {
+				vs = fmt.Sprintf("%+.0f %%", (s.median.Seconds()/best.Seconds()-1)*100)
+			}
+			fmt.Fprintf(tw, "%s\t%.2f s\t%.2f s\t%.2f s\t%s\t%.2f\t%s\t\n", contenderNames[c], s.median.Seconds(), s.min.Seconds(),
+				s.max.Seconds(), vs, s.median.Seconds()/r.bound[k].Seconds(), pathList(s.paths))
+		}
+		tw.Flush()
+	}
+	if len(r.cells) < 2 {
+		return
+	}
+	fmt.Fprintf(w, "\nOver %d cells: median PLT of the better single interface / contender's (above 1: faster)\n", len(r.cells))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "contender\tmin\tmedian\tmax\tcells >5 % slower\t")
+	for _, c := range r.contenders {
+		sp := r.speedups(c)
+		if len(sp) == 0 {
+			continue
+		}
+		slower := 0
+		for _, s := range sp {
+			if s < 1/1.05 {
+				slower++
+			}
+		}
+		mid := sp[len(sp)/2]
+		if len(sp)%2 == 0 {
+			mid = (sp[len(sp)/2-1] + mid) / 2
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%d\t\n", contenderNames[c], sp[0], mid, sp[len(sp)-1], slower)
+	}
+	tw.Flush()
+}
+
+// speedups are, sorted, the better single interface's median PLT over
+// contender c's, one per cell.
+func (r *results) speedups(c string) []float64 {
+	var out []float64
+	for _, k := range r.cells {
+		if s, ok := r.by[k][c]; ok && r.best(k) > 0 {
+			out = append(out, r.best(k).Seconds()/s.median.Seconds())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// write saves loads.csv, summary.csv, plt.svg and speedup-ecdf.svg in dir.
+func (r *results) write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	loads := [][]string{{"scenario", "workload", "contender", "rep", "plt_s", "bytes", "lower_bound_s", "objects_per_path"}}
+	for _, rec := range r.records {
+		k := cellKey{rec.Scenario, rec.Workload}
+		loads = append(loads, []string{rec.Scenario, rec.Workload, rec.Contender, strconv.Itoa(rec.Rep), secs(rec.PLT),
+			strconv.FormatInt(rec.Bytes, 10), secs(r.bound[k]), pathList(rec.Paths)})
+	}
+	summary := [][]string{{"scenario", "workload", "contender", "loads", "median_s", "min_s", "max_s", "speedup_vs_better_single", "plt_over_bound"}}
+	for _, k := range r.cells {
+		for _, c := range r.contenders {
+			s, ok := r.by[k][c]
+			if !ok {
+				continue
+			}
+			speedup := ""
+			if best := r.best(k); best > 0 {
+				speedup = strconv.FormatFloat(best.Seconds()/s.median.Seconds(), 'f', 4, 64)
+			}
+			summary = append(summary, []string{k.scenario, k.workload, c, strconv.Itoa(s.loads), secs(s.median), secs(s.min), secs(s.max),
+				speedup, strconv.FormatFloat(s.median.Seconds()/r.bound[k].Seconds(), 'f', 4, 64)})
+		}
+	}
+	for name, rows := range map[string][][]string{"loads.csv": loads, "summary.csv": summary} {
+		if err := writeCSV(filepath.Join(dir, name), rows); err != nil {
+			return err
+		}
+	}
+	if err := r.plotPLT(filepath.Join(dir, "plt.svg")); err != nil {
+		return err
+	}
+	return r.plotECDF(filepath.Join(dir, "speedup-ecdf.svg"))
+}
+
+func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 4, 64) }
+
+func writeCSV(name string, rows [][]string) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	if err := w.WriteAll(rows); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// plotPLT draws the median PLT of every contender in every cell as grouped
+// bars, with each cell's lower bound beside them.
+func (r *results) plotPLT(name string) error {
+	p := plot.New()
+	p.Title.Text = "Page load time (median)"
+	p.Y.Label.Text = "seconds"
+	series := append(slices.Clone(r.contenders), "bound")
+	width := vg.Points(min(60/float64(len(series)), 10))
+	var labels []string
+	for _, k := range r.cells {
+		labels = append(labels, k.scenario+" "+k.workload)
+	}
+	for i, c := range series {
+		vals := make(plotter.Values, len(r.cells))
+		for j, k := range r.cells {
+			if c == "bound" {
+				vals[j] = r.bound[k].Seconds()
+			} else {
+				vals[j] = r.by[k][c].median.Seconds()
+			}
+		}
+		bars, err := plotter.NewBarChart(vals, width)
+		if err != nil {
+			return err
+		}
+		bars.LineStyle.Width = 0
+		bars.Color = plotutil.Color(i)
+		bars.Offset = width * vg.Length(float64(i)-float64(len(series)-1)/2)
+		p.Add(bars)
+		label := "lower bound"
+		if c != "bound" {
+			label = contenderNames[c]
+		}
+		p.Legend.Add(label, bars)
+	}
+	p.Legend.Top = true
+	p.NominalX(labels...)
+	if len(labels) > 3 {
+		p.X.Tick.Label.Rotation = 0.6
+		p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = -1, -0.5
+	}
+	return p.Save(vg.Length(max(6, 1.4*float64(len(r.cells))))*vg.Inch, 5*vg.Inch, name)
+}
+
+// plotECDF draws, per non-baseline contender, the empirical distribution
+// of its speedup over the better single interface across the cells.
+func (r *results) plotECDF(name string) error {
+	p := plot.New()
+	p.Title.Text = "Speedup over the better single interface, across cells"
+	p.X.Label.Text = "better single interface's median PLT / contender's"
+	p.Y.Label.Text = "fraction of cells"
+	i := 0
+	for _, c := range r.contenders {
+		if slices.Contains(baselines, c) {
+			continue
+		}
+		sp := r.speedups(c)
+		if len(sp) == 0 {
+			continue
+		}
+		pts := plotter.XYs{{X: sp[0], Y: 0}}
+		for j, s := range sp {
+			pts = append(pts, plotter.XY{X: s, Y: float64(j+1) / float64(len(sp))})
+		}
+		line, err := plotter.NewLine(pts)
+		if err != nil {
+			return err
+		}
+		line.StepStyle = plotter.PostStep
+		line.Color = plotutil.Color(i)
+		line.Width = vg.Points(1.5)
+		p.Add(line)
+		p.Legend.Add(contenderNames[c], line)
+		i++
+	}
+	p.Add(plotter.NewGrid())
+	p.Legend.Left, p.Legend.Top = true, true
+	return p.Save(6*vg.Inch, 4*vg.Inch, name)
+}
