@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"time"
 
 	"github.com/sockintents/intents"
@@ -169,6 +170,33 @@ func ExampleTransport() {
 	// 200 hello
 	// 200 hello
 	// dials 1 reuses 1
+}
+
+// With Aggregate set, a large GET is fetched in byte ranges over all
+// permitted paths at once (here loopback alone); the caller reads one
+// ordinary response.
+func ExampleTransport_aggregate() {
+	object := strings.Repeat("0123456789", 300_000) // 3 MB
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"v1"`) // If-Range keeps the ranges to one version
+		http.ServeContent(w, r, "", time.Time{}, strings.NewReader(object))
+	}))
+	defer srv.Close()
+
+	tr := &intents.Transport{Aggregate: &intents.Aggregate{MinChunk: 256 << 10}} // add Manager: m for the paths
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		log.Fatal(err) // errors.Is(err, intents.ErrObjectChanged) if it changed meanwhile
+	}
+	fmt.Println(resp.StatusCode, len(body), string(body) == object)
+	// Output:
+	// 200 3000000 true
 }
 
 // A Pool lends out connections for request/response protocols and takes

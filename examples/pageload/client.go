@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"github.com/sockintents/intents"
 	"github.com/sockintents/intents/internal/pageload"
@@ -195,7 +196,7 @@ func boundTransport(dev string) *http.Transport {
 
 // progress draws a bar on stderr, if it is a terminal.
 func progress(done, total int, what string) {
-	if _, err := unix.IoctlGetTermios(int(os.Stderr.Fd()), unix.TCGETS); err != nil {
+	if !term.IsTerminal(int(os.Stderr.Fd())) {
 		return
 	}
 	const width = 30

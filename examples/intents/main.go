@@ -1,0 +1,443 @@
+// Command intents shows and uses this host's paths the way the intents
+// library sees them: the path table with live estimates, name resolution
+// per path, and downloads scheduled over the paths by a policy.
+//
+//	intents paths [-json] [-probe HOST:PORT]
+//	intents resolve [-json] NAME
+//	intents get [-json] [-o FILE] [-intents TEXT] [-policy NAME] [-aggregate] [-twostep BYTES] URL
+//
+// None of it needs privileges. The -json forms print one JSON document on
+// stdout, for scripts.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sockintents/intents"
+	"github.com/sockintents/intents/policy"
+)
+
+const usage = `usage:
+  intents paths [-json] [-probe HOST:PORT]
+  intents resolve [-json] NAME
+  intents get [-json] [-o FILE] [-intents TEXT] [-policy NAME] [-aggregate] [-twostep BYTES] URL
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, newManager))
+}
+
+// newManager makes the Manager of a command: every interface, the policy
+// given. Tests replace it.
+type managerFunc func(p intents.Policy) (*intents.Manager, error)
+
+func newManager(p intents.Policy) (*intents.Manager, error) {
+	return intents.NewManager(intents.Config{Policy: p, NoWatch: true})
+}
+
+// run runs one command and returns the exit status: 0, 1 for a failure,
+// 2 for a usage error.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, mf managerFunc) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "paths":
+		err = cmdPaths(ctx, args[1:], stdout, mf)
+	case "resolve":
+		err = cmdResolve(ctx, args[1:], stdout, mf)
+	case "get":
+		err = cmdGet(ctx, args[1:], stdout, stderr, mf)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		err = usageError{fmt.Sprintf("unknown command %q", args[0])}
+	}
+	var ue usageError
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "intents: %s\n%s", ue.msg, usage)
+		return 2
+	case errors.Is(err, flag.ErrHelp):
+		return 2
+	case err != nil:
+		fmt.Fprintf(stderr, "intents: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // run reports errors itself
+	return fs
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return usageError{fs.Name() + ": options"}
+		}
+		return usageError{err.Error()}
+	}
+	return nil
+}
+
+// pathJSON is a path in -json output.
+type pathJSON struct {
+	Name        string       `json:"name"`
+	Index       int          `json:"index"`
+	Type        string       `json:"type"`
+	Up          bool         `json:"up"`
+	Addresses   []string     `json:"addresses"`
+	DNS         []string     `json:"dns"`
+	DNSSource   string       `json:"dns_source,omitempty"`
+	Expensive   bool         `json:"expensive"`
+	Constrained bool         `json:"constrained"`
+	Estimate    estimateJSON `json:"estimate"`
+}
+
+// estimateJSON is a path's estimate; zero fields are unknown.
+type estimateJSON struct {
+	Measured    bool    `json:"measured"`
+	RTTMillis   float64 `json:"rtt_ms,omitempty"`
+	MinRTTMs    float64 `json:"min_rtt_ms,omitempty"`
+	CapacityBPS int64   `json:"capacity_bps,omitempty"`
+	RateBPS     int64   `json:"rate_bps,omitempty"`
+	Loss        float64 `json:"loss,omitempty"`
+	Active      int     `json:"active,omitempty"`
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func toJSON(p *intents.Path) pathJSON {
+	e := p.Estimate()
+	j := pathJSON{Name: p.Name, Index: p.Index, Type: p.Type.String(), Up: p.Up, DNSSource: p.DNSSource,
+		Expensive: p.Expensive, Constrained: p.Constrained, Addresses: []string{}, DNS: []string{},
+		Estimate: estimateJSON{Measured: e.Measured, RTTMillis: ms(e.RTT), MinRTTMs: ms(e.MinRTT),
+			CapacityBPS: e.Bandwidth, RateBPS: e.Rate, Loss: e.Loss, Active: e.Active}}
+	for _, a := range p.Addrs {
+		j.Addresses = append(j.Addresses, a.String())
+	}
+	for _, s := range p.DNS {
+		j.DNS = append(j.DNS, s.String())
+	}
+	return j
+}
+
+func cmdPaths(ctx context.Context, args []string, stdout io.Writer, mf managerFunc) error {
+	fs := newFlags("paths")
+	asJSON := fs.Bool("json", false, "print JSON")
+	probe := fs.String("probe", "", "connect to HOST:PORT once through every path first, to measure its RTT")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"paths takes no arguments"}
+	}
+	m, err := mf(nil)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if *probe != "" {
+		probePaths(ctx, m, *probe)
+	}
+	return printPaths(stdout, m.Paths(), *asJSON)
+}
+
+// probePaths connects to target once through each up path: the connect
+// time is an RTT sample. A path that cannot reach it stays unmeasured.
+func probePaths(ctx context.Context, m *intents.Manager, target string) {
+	d := &intents.Dialer{Manager: m, Timeout: 5 * time.Second}
+	for _, p := range m.Paths() {
+		if !p.Up {
+			continue
+		}
+		pctx := intents.WithIntents(ctx, intents.Intents{Multipath: intents.MultipathOff,
+			Interfaces: map[string]intents.Level{p.Name: intents.LevelRequire}})
+		if c, err := d.DialContext(pctx, "tcp", target); err == nil {
+			c.Close()
+		}
+	}
+}
+
+// printPaths writes the path table, or its JSON.
+func printPaths(w io.Writer, paths []*intents.Path, asJSON bool) error {
+	if asJSON {
+		out := make([]pathJSON, 0, len(paths))
+		for _, p := range paths {
+			out = append(out, toJSON(p))
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PATH\tTYPE\tUP\tCOST\tADDRESSES\tDNS\tRTT\tCAPACITY")
+	for _, p := range paths {
+		j := toJSON(p)
+		var cost []string
+		if p.Expensive {
+			cost = append(cost, "expensive")
+		}
+		if p.Constrained {
+			cost = append(cost, "constrained")
+		}
+		rtt, capacity := "-", "-"
+		if j.Estimate.RTTMillis > 0 {
+			rtt = fmt.Sprintf("%.1f ms", j.Estimate.RTTMillis)
+			if !j.Estimate.Measured {
+				rtt += " (prior)"
+			}
+		}
+		if j.Estimate.CapacityBPS > 0 {
+			capacity = fmt.Sprintf("%.1f Mbit/s", float64(j.Estimate.CapacityBPS)/1e6)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\t%s\t%s\t%s\n", p.Name, j.Type, p.Up, orDash(strings.Join(cost, ",")),
+			orDash(strings.Join(j.Addresses, " ")), orDash(strings.Join(j.DNS, " ")), rtt, capacity)
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// answerJSON is one path's answer in resolve -json output.
+type answerJSON struct {
+	Path      string   `json:"path"`
+	Addresses []string `json:"addresses"`
+	Error     string   `json:"error,omitempty"`
+}
+
+func cmdResolve(ctx context.Context, args []string, stdout io.Writer, mf managerFunc) error {
+	fs := newFlags("resolve")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError{"resolve takes one NAME"}
+	}
+	name := fs.Arg(0)
+	m, err := mf(nil)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	var answers []answerJSON
+	for _, p := range m.Paths() {
+		if !p.Up || len(p.DNS) == 0 {
+			continue
+		}
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		addrs, err := m.Resolver().LookupPath(qctx, p, "ip", name)
+		cancel()
+		a := answerJSON{Path: p.Name, Addresses: []string{}}
+		for _, ip := range addrs {
+			a.Addresses = append(a.Addresses, ip.String())
+		}
+		if err != nil {
+			a.Error = err.Error()
+		}
+		answers = append(answers, a)
+	}
+	if len(answers) == 0 {
+		return errors.New("no up path has a DNS server")
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(answers); err != nil {
+			return err
+		}
+	} else {
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "PATH\tANSWER")
+		for _, a := range answers {
+			text := strings.Join(a.Addresses, " ")
+			if a.Error != "" {
+				text = "error: " + a.Error
+			}
+			fmt.Fprintf(tw, "%s\t%s\n", a.Path, orDash(text))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	for _, a := range answers {
+		if a.Error == "" {
+			return nil
+		}
+	}
+	return errors.New("no path could resolve " + name)
+}
+
+// policies are the policies get offers, by name.
+var policies = map[string]func() intents.Policy{
+	"system":     func() intents.Policy { return nil },
+	"eaf":        func() intents.Policy { return &policy.EAF{} },
+	"eaf-mptcp":  func() intents.Policy { return &policy.EAFMPTCP{} },
+	"rr":         func() intents.Policy { return &policy.RoundRobin{} },
+	"bycategory": func() intents.Policy { return &policy.ByCategory{} },
+	"balance":    func() intents.Policy { return &policy.LoadBalance{} },
+}
+
+func policyNames() string {
+	names := make([]string, 0, len(policies))
+	for n := range policies {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// getSummary is what get reports: per path, the requests and body bytes.
+type getSummary struct {
+	URL     string              `json:"url"`
+	Status  int                 `json:"status"`
+	Bytes   int64               `json:"bytes"`
+	Seconds float64             `json:"seconds"`
+	Paths   map[string]pathUsed `json:"paths"`
+}
+
+type pathUsed struct {
+	Requests int64 `json:"requests"`
+	Bytes    int64 `json:"bytes"`
+}
+
+func cmdGet(ctx context.Context, args []string, stdout, stderr io.Writer, mf managerFunc) error {
+	fs := newFlags("get")
+	asJSON := fs.Bool("json", false, "print the summary as JSON")
+	out := fs.String("o", "", "write the body to FILE (default: stdout, unless -json)")
+	text := fs.String("intents", "", "intents, e.g. category=bulk,prefer=wifi")
+	pname := fs.String("policy", "eaf", "policy: "+policyNames())
+	aggregate := fs.Bool("aggregate", false, "fetch in byte ranges over all permitted paths at once")
+	twoStep := fs.Int("twostep", 0, "two-step download: first this many bytes, then the rest as a sized request")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError{"get takes one URL"}
+	}
+	mk, ok := policies[*pname]
+	if !ok {
+		return usageError{fmt.Sprintf("unknown policy %q (have %s)", *pname, policyNames())}
+	}
+	in, err := intents.ParseIntents(*text)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	m, err := mf(mk())
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	tr := &intents.Transport{Manager: m, TwoStep: *twoStep}
+	if *aggregate {
+		tr.Aggregate = &intents.Aggregate{}
+	}
+	defer tr.CloseIdleConnections()
+
+	var dst io.Writer = stdout
+	if *out != "" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		dst = f
+	} else if *asJSON {
+		dst = io.Discard
+	}
+	var pathOfConn string
+	ctx = withConnPath(intents.WithIntents(ctx, in), &pathOfConn)
+	req, err := newGet(ctx, fs.Arg(0))
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	start := time.Now()
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	bar := newProgress(stderr, resp.ContentLength)
+	n, err := copyWithProgress(dst, resp.Body, func(total int64) {
+		per, ok := intents.AggregateStats(resp.Body)
+		if !ok {
+			per = map[string]int64{pathOfConn: total}
+		}
+		bar.draw(total, per)
+	})
+	bar.done()
+	if err != nil {
+		return err
+	}
+	if f, ok := dst.(*os.File); ok && *out != "" {
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	sum := getSummary{URL: fs.Arg(0), Status: resp.StatusCode, Bytes: n, Seconds: time.Since(start).Seconds(), Paths: map[string]pathUsed{}}
+	for name, s := range tr.Stats() {
+		if s.Requests > 0 || s.BytesReceived > 0 {
+			sum.Paths[orOS(name)] = pathUsed{Requests: s.Requests, Bytes: s.BytesReceived}
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(sum)
+	}
+	w := stderr
+	if *out != "" {
+		w = stdout
+	}
+	fmt.Fprintf(w, "%s: %s, %d bytes in %.2f s\n", sum.URL, resp.Status, n, sum.Seconds)
+	names := make([]string, 0, len(sum.Paths))
+	for name := range sum.Paths {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		u := sum.Paths[name]
+		fmt.Fprintf(w, "  %-12s %3d requests  %12d bytes\n", name, u.Requests, u.Bytes)
+	}
+	if resp.StatusCode >= 400 {
+		return fmt.Errorf("server answered %s", resp.Status)
+	}
+	return nil
+}
+
+func orOS(name string) string {
+	if name == "" {
+		return "(os routing)"
+	}
+	return name
+}
