@@ -36,17 +36,17 @@ func (d *decision) noPath(dest Destination, why string) error {
 //
 // m may be nil: without path constraints in the intents, that is operating
 // system routing; with them, DefaultManager decides.
-func (m *Manager) decide(ctx context.Context, in *Intents, dest Destination, cands []Candidate, skip []*Path) (d decision, err error) {
+func (m *Manager) decide(ctx context.Context, in *Intents, dest Destination, cands []Candidate, skip []*Path, queued int64) (d decision, err error) {
 	if trace := decisionTrace(ctx, m); trace != nil {
 		defer func() {
 			trace(DecisionInfo{Intents: *in, Dest: dest, Permitted: d.permitted, Excluded: d.excl,
 				Candidates: cands, Choices: d.choices, Reason: d.reason, Err: err})
 		}()
 	}
-	return m.decideUntraced(in, dest, cands, skip)
+	return m.decideUntraced(in, dest, cands, skip, queued)
 }
 
-func (m *Manager) decideUntraced(in *Intents, dest Destination, cands []Candidate, skip []*Path) (decision, error) {
+func (m *Manager) decideUntraced(in *Intents, dest Destination, cands []Candidate, skip []*Path, queued int64) (decision, error) {
 	d := decision{intent: in.Multipath}
 	if d.intent == MultipathOff {
 		d.intent = MultipathUnspecified
@@ -98,7 +98,7 @@ func (m *Manager) decideUntraced(in *Intents, dest Destination, cands []Candidat
 	if m.cfg.Policy == nil {
 		pd.Choices, pd.Reason = []Choice{{}}, "no policy: system routing"
 	} else {
-		req := Request{Intents: *in, Dest: dest, Paths: d.permitted, Candidates: shown}
+		req := Request{Intents: *in, Dest: dest, Paths: d.permitted, Candidates: shown, Queued: queued}
 		m.cfg.Policy.Decide(&req, &pd)
 	}
 	d.reason = pd.Reason

@@ -55,6 +55,11 @@ type Estimate struct {
 	RTTVar    time.Duration // its variation
 	MinRTT    time.Duration // windowed minimum (10 min)
 	Bandwidth int64         // capacity, bits/s: windowed maximum delivery rate, at least the prior
+	// BandwidthFloor says Bandwidth is only a lower bound: no prior was
+	// given and no transfer has shown the path's capacity yet (small
+	// objects over a long RTT end in slow start, before the path limits
+	// them).
+	BandwidthFloor bool
 	Rate      int64         // current delivery rate, bits/s
 	Active    int           // connections with transfers in progress
 	Loss      float64       // share of segments lost, 0..1
@@ -79,7 +84,7 @@ func (p *Path) Estimate() Estimate {
 		return p.Prior
 	}
 	s := p.est.Snapshot()
-	return Estimate{RTT: s.RTT, RTTVar: s.RTTVar, MinRTT: s.MinRTT, Bandwidth: int64(s.MaxRate), Rate: int64(s.Rate),
+	return Estimate{RTT: s.RTT, RTTVar: s.RTTVar, MinRTT: s.MinRTT, Bandwidth: int64(s.MaxRate), BandwidthFloor: !s.CapacityShown, Rate: int64(s.Rate),
 		Active: s.Active, Loss: s.Loss, Measured: s.Samples > 0, Pending: s.Pending, ProbeRTT: s.ProbeRTT}
 }
 
@@ -568,6 +573,13 @@ func classifyByName(ifi net.Interface) (InterfaceType, bool) {
 func (p *Path) sampleRTT(d time.Duration) {
 	if p != nil && p.est != nil {
 		p.est.AddRTT(d)
+	}
+}
+
+// sampleTransfer feeds a response body's delivery to the path's estimates.
+func (p *Path) sampleTransfer(bytes int64, d time.Duration) {
+	if p != nil && p.est != nil {
+		p.est.AddTransfer(bytes, d)
 	}
 }
 

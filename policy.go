@@ -63,6 +63,12 @@ type Request struct {
 	Paths []*Path
 	// Candidates are reusable pooled connections (none for a plain dial).
 	Candidates []Candidate
+	// Queued is what the other requests waiting for this destination at
+	// the pool's limits expect to receive (by their size hints): load
+	// still to come, such as the rest of a page whose requests were all
+	// made at once. Decisions are made as connections free up, so without
+	// it a policy sees only the transfers in flight.
+	Queued int64
 }
 
 // Choice is one option of a Decision.

@@ -302,6 +302,19 @@ func (c *core) wait(ctx context.Context, key string, dest Destination, in *Inten
 	}
 }
 
+// queuedBytes is what the other waiters for w's destination expect to
+// receive, by their size hints: load still to come, which the policy may
+// weigh (see Request.Queued).
+func (c *core) queuedBytes(w *waiter) int64 {
+	var n int64
+	for _, o := range c.waiters {
+		if o != w && o.key == w.key {
+			n += max(o.in.SizeToBeReceived, 0)
+		}
+	}
+	return n
+}
+
 func (c *core) queued(key string) bool {
 	for _, w := range c.waiters {
 		if w.key == key {
@@ -345,7 +358,7 @@ func (c *core) try(w *waiter) (grant, bool) {
 	for i, e := range es {
 		cands[i] = e.candidate(now)
 	}
-	d, err := c.m.decide(w.ctx, w.in, w.dest, cands, w.skip)
+	d, err := c.m.decide(w.ctx, w.in, w.dest, cands, w.skip, c.queuedBytes(w))
 	if err != nil {
 		return grant{err: err}, true
 	}

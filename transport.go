@@ -370,7 +370,7 @@ func (b *countingBody) finish() {
 	b.e.addPending(-b.expect.Swap(0))
 	d := time.Since(b.start)
 	n := b.n.Load()
-	b.e.path.sampleDelivery(n, d)
+	b.e.path.sampleTransfer(n, d)
 	b.t.count(b.e.path, func(s *TransportPathStats) {
 		s.BytesReceived += n
 		s.ReceiveTime += d

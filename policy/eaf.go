@@ -38,11 +38,16 @@ func (o option) label() string {
 	return o.choice.Path.Name + " new"
 }
 
-// Decide orders the options by predicted arrival.
+// Decide orders the options by predicted arrival. With requests queued
+// behind this one (Request.Queued), an idle path goes first if it would
+// have this object in before all that load could be done over all paths
+// anyway: arriving earliest on the busy path, it would only push the
+// queue's end further out while the idle path stays unused.
 func (e *EAF) Decide(req *intents.Request, d *intents.Decision) {
 	var buf [32]option
 	opts := e.options(req, buf[:0])
 	slices.SortStableFunc(opts, func(a, b option) int { return int(a.at - b.at) })
+	opts = e.idleFirst(req, opts)
 	for _, o := range opts {
 		d.Choices = append(d.Choices, o.choice)
 	}
@@ -88,6 +93,45 @@ func (e *EAF) options(req *intents.Request, opts []option) []option {
 			at = seconds(pm.rtt) + time.Nanosecond // a free connection there comes first
 		}
 		opts = append(opts, option{choice: intents.Choice{Path: p, Fresh: true}, at: at})
+	}
+	return opts
+}
+
+// idleFirst moves the earliest option on an idle path to the front if it
+// arrives before the queue's fluid end: all bytes in flight and queued at
+// the summed capacity of the paths.
+func (e *EAF) idleFirst(req *intents.Request, opts []option) []option {
+	if req.Queued <= 0 || len(opts) < 2 || req.Intents.SizeToBeReceived <= 0 {
+		return opts
+	}
+	var mbuf [16]pathModel
+	models := e.models(req.Paths, mbuf[:0])
+	var load, capacity float64
+	rtt := models[0].rtt
+	for _, pm := range models {
+		load += pm.pending
+		capacity += pm.cap
+		rtt = min(rtt, pm.rtt)
+	}
+	idle := func(p *intents.Path) bool {
+		i := slices.Index(req.Paths, p)
+		return i >= 0 && models[i].pending <= 0
+	}
+	if capacity <= 0 {
+		return opts
+	}
+	end := max(opts[0].at, seconds(rtt+(load+float64(req.Queued+req.Intents.SizeToBeReceived))/capacity))
+	for i, o := range opts {
+		p := o.choice.Path
+		if o.choice.Reuse != nil {
+			p = o.choice.Reuse.Path
+		}
+		if i == 0 && idle(p) {
+			return opts // the earliest is on an idle path already
+		}
+		if idle(p) && o.mptcp == nil && o.at <= end {
+			return append(append([]option{o}, opts[:i]...), opts[i+1:]...)
+		}
 	}
 	return opts
 }

@@ -237,3 +237,34 @@ func TestPredictive(t *testing.T) {
 	pr.Decide(req, &d)
 	assert.Contains(t, d.Reason, "heavy, min-max (4000000 B) → p1 in 3.24s")
 }
+
+// A path whose capacity is only a floor (small objects never showed it)
+// borrows the best capacity of the others, so EAF tries it rather than
+// starving it on a low first impression.
+func TestEAFBorrowsCapacityForAFloor(t *testing.T) {
+	p1 := &intents.Path{Name: "p1", Up: true, Prior: intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 5e6}}
+	p2 := &intents.Path{Name: "p2", Up: true, Prior: intents.Estimate{RTT: 10 * time.Millisecond, Bandwidth: 1e6}}
+	paths := []*intents.Path{p1, p2}
+	assert.Equal(t, p1, eafChoice(t, &EAF{}, 1e6, paths, nil).Path, "1 Mbit/s measured: p1")
+	p2.Prior.BandwidthFloor = true
+	assert.Equal(t, p2, eafChoice(t, &EAF{}, 1e6, paths, nil).Path, "at least 1 Mbit/s: as good as p1, and closer")
+}
+
+// With a queue behind the request, an idle path that would have the
+// object in before the queue could end anyway goes first, though the busy
+// path would have this one object sooner.
+func TestEAFUsesAnIdlePathWhileAQueueWaits(t *testing.T) {
+	p1 := &intents.Path{Name: "p1", Up: true, Prior: intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 12e6, Pending: 300_000}}
+	p2 := &intents.Path{Name: "p2", Up: true, Prior: intents.Estimate{RTT: 100 * time.Millisecond, Bandwidth: 5e6}}
+	paths := []*intents.Path{p1, p2}
+	choose := func(queued int64) *intents.Path {
+		req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 100_000}, Paths: paths, Queued: queued}
+		var d intents.Decision
+		(&EAF{}).Decide(req, &d)
+		require.NotEmpty(t, d.Choices)
+		return d.Choices[0].Path
+	}
+	assert.Equal(t, p1, choose(0), "alone: the earliest arrival")
+	assert.Equal(t, p1, choose(100_000), "a short queue: p1 still ends it sooner")
+	assert.Equal(t, p2, choose(2_500_000), "a page's worth queued: the idle path takes this one")
+}

@@ -75,20 +75,27 @@ func (m *Model) path(p *intents.Path) pathModel {
 // models returns the models of paths. A path with no RTT or capacity
 // estimate borrows the best of the others (the lowest RTT, the highest
 // capacity), so that it is tried, and so measured, rather than avoided for
-// ever; with nothing known anywhere the Unknown defaults stand.
+// ever; with nothing known anywhere the Unknown defaults stand. So does a
+// path whose capacity is only a floor (Estimate.BandwidthFloor): small
+// objects on a long RTT end in slow start and never show a path's
+// capacity, and a policy that believed the floor would starve the path.
 func (m *Model) models(paths []*intents.Path, dst []pathModel) []pathModel {
 	var bestRTT time.Duration
 	var bestBW int64
-	ests := make([]intents.Estimate, len(paths))
-	for i, p := range paths {
+	var ebuf [16]intents.Estimate
+	ests := ebuf[:0]
+	for _, p := range paths {
 		e := p.Estimate()
-		ests[i] = e
+		ests = append(ests, e)
 		if e.RTT > 0 && (bestRTT == 0 || e.RTT < bestRTT) {
 			bestRTT = e.RTT
 		}
 		bestBW = max(bestBW, e.Bandwidth)
 	}
 	for _, e := range ests {
+		if e.BandwidthFloor && e.Bandwidth > 0 {
+			e.Bandwidth = bestBW
+		}
 		dst = append(dst, m.pathWith(e, bestRTT, bestBW))
 	}
 	return dst

@@ -4,6 +4,7 @@
 package estimate
 
 import (
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -23,6 +24,10 @@ type Snapshot struct {
 	MinRTT  time.Duration // windowed minimum
 	Rate    float64       // current delivery rate, bits/s (EWMA)
 	MaxRate float64       // windowed maximum delivery rate, bits/s: the capacity seen
+	// CapacityShown: some transfer was held back by the path (see
+	// AddTransfer), or a prior was given, so MaxRate is its capacity; else
+	// MaxRate is only a floor.
+	CapacityShown bool
 	Active  int           // connections with transfers in progress
 	Loss    float64       // lost / sent segments of sampled connections, 0..1
 	Samples int           // RTT samples so far; 0 means RTT is only a prior
@@ -56,6 +61,7 @@ type Path struct {
 	sent      uint64
 	now       func() time.Time
 	rateKnown bool // a delivery sample exists
+	shown     bool // a transfer showed the capacity
 	pending   int64
 	probes    [probeHistory]time.Duration
 	nProbes   int
@@ -65,7 +71,7 @@ type Path struct {
 // measurements replace them (zero: unknown).
 func New(rtt time.Duration, rate float64) *Path {
 	return &Path{
-		prior:   Snapshot{RTT: rtt, MinRTT: rtt, MaxRate: rate, Rate: 0},
+		prior:   Snapshot{RTT: rtt, MinRTT: rtt, MaxRate: rate, Rate: 0, CapacityShown: rate > 0},
 		minRTT:  newWindowed(MinRTTWindow, less),
 		maxRate: newWindowed(MaxRateWindow, greater),
 		now:     time.Now,
@@ -110,6 +116,35 @@ func (p *Path) AddDelivery(bytes int64, d time.Duration) {
 		p.rate = 0.75*p.rate + 0.25*r
 	}
 	p.maxRate.update(p.now(), r)
+}
+
+// InitialWindow is the sender's initial congestion window AddTransfer
+// assumes: 10 segments of 1448 bytes (RFC 6928).
+const InitialWindow = 10 * 1448
+
+// AddTransfer adds a response body's delivery: bytes over d from its first
+// byte on. Unlike a plain delivery sample it can show the path's capacity:
+// slow start from an initial window delivers bytes in ⌈log2(bytes/IW+1)⌉
+// rounds, the first of which came with the first byte; a transfer that
+// took more than twice the remaining rounds at the minimum RTT was held
+// back by the path. A quicker one was held back by the sender's window
+// (small objects, long RTTs), so its rate only bounds the capacity from
+// below.
+func (p *Path) AddTransfer(bytes int64, d time.Duration) {
+	if bytes <= 0 || d <= 0 {
+		return
+	}
+	p.AddDelivery(bytes, d)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	minRTT, ok := p.minRTT.get()
+	if !ok || bytes <= InitialWindow {
+		return
+	}
+	rounds := math.Ceil(math.Log2(float64(bytes)/InitialWindow+1)) - 1
+	if d.Seconds() > 2*rounds*time.Duration(minRTT).Seconds() {
+		p.shown = true
+	}
 }
 
 // AddActive changes the count of active connections by delta.
@@ -170,6 +205,7 @@ func (p *Path) Snapshot() Snapshot {
 		if v, ok := p.maxRate.get(); ok {
 			s.MaxRate = max(s.MaxRate, v)
 		}
+		s.CapacityShown = s.CapacityShown || p.shown
 	}
 	if p.sent > 0 {
 		s.Loss = float64(p.lost) / float64(p.sent)

@@ -110,3 +110,20 @@ func TestProbesAndPending(t *testing.T) {
 	p.AddPending(-5000)
 	assert.Zero(t, p.Snapshot().Pending)
 }
+
+func TestTransferShowsCapacityOnlyWhenThePathHeldItBack(t *testing.T) {
+	p := New(0, 0)
+	p.AddTransfer(100_000, 400*time.Millisecond)
+	assert.False(t, p.Snapshot().CapacityShown, "without an RTT nothing tells")
+	p.AddRTT(20 * time.Millisecond)
+	// 100 kB: slow start needs 3 rounds, 2 after the first byte (40 ms).
+	p.AddTransfer(100_000, 50*time.Millisecond)
+	assert.False(t, p.Snapshot().CapacityShown, "quick enough for slow start alone: a floor")
+	p.AddTransfer(10_000, time.Second)
+	assert.False(t, p.Snapshot().CapacityShown, "within the initial window: a floor")
+	p.AddTransfer(100_000, 400*time.Millisecond)
+	s := p.Snapshot()
+	assert.True(t, s.CapacityShown, "ten times slow start's time: the path held it back")
+	assert.InDelta(t, 16e6, s.MaxRate, 1, "the fastest sample, 100 kB in 50 ms")
+	assert.True(t, New(0, 5e6).Snapshot().CapacityShown, "a configured capacity counts as known")
+}
