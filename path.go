@@ -60,12 +60,12 @@ type Estimate struct {
 	// objects over a long RTT end in slow start, before the path limits
 	// them).
 	BandwidthFloor bool
-	Rate      int64         // current delivery rate, bits/s
-	Active    int           // connections with transfers in progress
-	Loss      float64       // share of segments lost, 0..1
-	Measured  bool          // RTT is measured, not only the prior
-	Pending   int64         // bytes expected by this library's transfers in progress
-	ProbeRTT  time.Duration // median connect time of recent active probes (0: none)
+	Rate           int64         // current delivery rate, bits/s
+	Active         int           // connections with transfers in progress
+	Loss           float64       // share of segments lost, 0..1
+	Measured       bool          // RTT is measured, not only the prior
+	Pending        int64         // bytes expected by this library's transfers in progress
+	ProbeRTT       time.Duration // median connect time of recent active probes (0: none)
 }
 
 // FreeBandwidth is the capacity share a new transfer can expect, the

@@ -28,10 +28,10 @@ type Snapshot struct {
 	// AddTransfer), or a prior was given, so MaxRate is its capacity; else
 	// MaxRate is only a floor.
 	CapacityShown bool
-	Active  int           // connections with transfers in progress
-	Loss    float64       // lost / sent segments of sampled connections, 0..1
-	Samples int           // RTT samples so far; 0 means RTT is only a prior
-	Pending int64         // bytes expected by transfers in progress
+	Active        int     // connections with transfers in progress
+	Loss          float64 // lost / sent segments of sampled connections, 0..1
+	Samples       int     // RTT samples so far; 0 means RTT is only a prior
+	Pending       int64   // bytes expected by transfers in progress
 	// ProbeRTT is the median of the recent active probes' connect times
 	// (zero without probes).
 	ProbeRTT time.Duration
