@@ -175,7 +175,8 @@ func (r *results) speedups(c string) []float64 {
 	return out
 }
 
-// write saves loads.csv, summary.csv, plt.svg and speedup-ecdf.svg in dir.
+// write saves loads.csv, summary.csv, plt.svg and speedup-ecdf.svg (and
+// PNGs of the plots) in dir.
 func (r *results) write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -263,12 +264,22 @@ func (r *results) plotPLT(name string) error {
 		p.Legend.Add(label, bars)
 	}
 	p.Legend.Top = true
+	p.Y.Min = 0
+	p.Y.Max = 1.8 * p.Y.Max // room for the legend above the bars
 	p.NominalX(labels...)
 	if len(labels) > 3 {
 		p.X.Tick.Label.Rotation = 0.6
 		p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = -1, -0.5
 	}
-	return p.Save(vg.Length(max(6, 1.4*float64(len(r.cells))))*vg.Inch, 5*vg.Inch, name)
+	return saveBoth(p, vg.Length(max(6, 1.4*float64(len(r.cells))))*vg.Inch, 5*vg.Inch, name)
+}
+
+// saveBoth saves p as name (SVG) and as the PNG of the same name.
+func saveBoth(p *plot.Plot, w, h vg.Length, name string) error {
+	if err := p.Save(w, h, name); err != nil {
+		return err
+	}
+	return p.Save(w, h, strings.TrimSuffix(name, ".svg")+".png")
 }
 
 // plotECDF draws, per non-baseline contender, the empirical distribution
@@ -278,8 +289,7 @@ func (r *results) plotECDF(name string) error {
 	p.Title.Text = "Speedup over the better single interface, across cells"
 	p.X.Label.Text = "better single interface's median PLT / contender's"
 	p.Y.Label.Text = "fraction of cells"
-	i := 0
-	for _, c := range r.contenders {
+	for i, c := range r.contenders {
 		if slices.Contains(baselines, c) {
 			continue
 		}
@@ -296,13 +306,14 @@ func (r *results) plotECDF(name string) error {
 			return err
 		}
 		line.StepStyle = plotter.PostStep
-		line.Color = plotutil.Color(i)
+		line.Color = plotutil.Color(i) // as in the bar plot
 		line.Width = vg.Points(1.5)
 		p.Add(line)
 		p.Legend.Add(contenderNames[c], line)
-		i++
 	}
 	p.Add(plotter.NewGrid())
 	p.Legend.Left, p.Legend.Top = true, true
-	return p.Save(6*vg.Inch, 4*vg.Inch, name)
+	p.Y.Min, p.Y.Max = 0, 1.5 // room for the legend above the curves
+	p.X.Min = min(p.X.Min, 0.9) // speedup 1, the better interface, in view
+	return saveBoth(p, 6*vg.Inch, 4*vg.Inch, name)
 }
