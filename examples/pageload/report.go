@@ -313,7 +313,7 @@ func (r *results) plotECDF(name string) error {
 	}
 	p.Add(plotter.NewGrid())
 	p.Legend.Left, p.Legend.Top = true, true
-	p.Y.Min, p.Y.Max = 0, 1.5 // room for the legend above the curves
+	p.Y.Min, p.Y.Max = 0, 1.5   // room for the legend above the curves
 	p.X.Min = min(p.X.Min, 0.9) // speedup 1, the better interface, in view
 	return saveBoth(p, 6*vg.Inch, 4*vg.Inch, name)
 }
