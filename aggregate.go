@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/sockintents/intents/mptcp"
 )
 
 // Aggregate configures downloads of one object over all permitted paths at
@@ -56,31 +58,40 @@ func (a Aggregate) withDefaults(paths int) Aggregate {
 // stops rather than stitch them.
 var ErrObjectChanged = errors.New("intents: the object changed on the server during the download")
 
-// aggregateApplies reports whether req may be fetched in ranges: a plain
-// GET without a body or a Range header, multipath not turned off, and no
-// size hint below MinSize.
-func (t *Transport) aggregateApplies(req *http.Request) bool {
-	if t.Aggregate == nil || (req.Method != http.MethodGet && req.Method != "") || req.URL == nil {
-		return false
+// aggregateConfig is the configuration to fetch req in ranges with, if
+// it may be: Transport.Aggregate, or the defaults for a request whose
+// intents ask for multipath=aggregate where MPTCP is not available. Only a
+// plain GET without a body or a Range header, multipath not turned off,
+// and no size hint below MinSize.
+func (t *Transport) aggregateConfig(req *http.Request) (Aggregate, bool) {
+	if (req.Method != http.MethodGet && req.Method != "") || req.URL == nil {
+		return Aggregate{}, false
 	}
 	if (req.Body != nil && req.Body != http.NoBody) || req.Header.Get("Range") != "" {
-		return false
+		return Aggregate{}, false
 	}
 	in, _ := FromContext(req.Context())
-	if in.Multipath == MultipathOff {
-		return false
+	var cfg Aggregate
+	switch {
+	case in.Multipath == MultipathOff:
+		return Aggregate{}, false
+	case t.Aggregate != nil:
+		cfg = *t.Aggregate
+	case in.Multipath == MultipathAggregate && mptcp.Supported() != nil:
+	default:
+		return Aggregate{}, false
 	}
 	size := in.SizeToBeReceived
 	if size == 0 {
 		size = t.sizes.get(req.URL.String())
 	}
-	return size == 0 || size >= t.Aggregate.withDefaults(1).MinSize
+	return cfg, size == 0 || size >= cfg.withDefaults(1).MinSize
 }
 
 // aggregate fetches the first MinChunk bytes, learns the size and the
 // validator, and hands the rest to an aggregated body. Anything unexpected
 // in the first answer falls back as the two-step download does.
-func (t *Transport) aggregate(req *http.Request) (*http.Response, error) {
+func (t *Transport) aggregate(req *http.Request, cfg Aggregate) (*http.Response, error) {
 	ctx := req.Context()
 	in, _ := FromContext(ctx)
 	var paths []*Path
@@ -94,7 +105,7 @@ func (t *Transport) aggregate(req *http.Request) (*http.Response, error) {
 		}
 		paths, _ = permit(nil, &in, m.Paths(), 0, false)
 	}
-	cfg := t.Aggregate.withDefaults(max(len(paths), 1))
+	cfg = cfg.withDefaults(max(len(paths), 1))
 	first := req.Clone(WithIntents(ctx, Intents{Category: CategoryQuery, SizeToBeReceived: cfg.MinChunk}))
 	first.Header.Set("Range", "bytes=0-"+strconv.FormatInt(cfg.MinChunk-1, 10))
 	resp1, err := t.roundTrip(first)

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sockintents/intents/internal/testbed"
+	"github.com/sockintents/intents/mptcp"
 )
 
 // objectServer serves an object of size bytes of testbed.ObjectByte with
@@ -95,7 +96,13 @@ func TestAggregateSmallAndUnsplittable(t *testing.T) {
 	log2 := log
 	log2.ranges = nil
 	req, _ = http.NewRequestWithContext(WithIntents(t.Context(), Intents{Multipath: MultipathOff}), "GET", srv.URL, nil)
-	assert.False(t, tr.aggregateApplies(req))
+	_, ok := tr.aggregateConfig(req)
+	assert.False(t, ok)
+	// multipath=aggregate without the field: ranges only where MPTCP is
+	// not available.
+	req, _ = http.NewRequestWithContext(WithIntents(t.Context(), Intents{Multipath: MultipathAggregate}), "GET", srv.URL, nil)
+	_, ok = (&Transport{}).aggregateConfig(req)
+	assert.Equal(t, mptcp.Supported() != nil, ok)
 }
 
 // TestAggregateNeverStitchesTwoVersions changes the object after the

@@ -115,6 +115,10 @@ type waiter struct {
 	in   *Intents
 	skip []*Path
 	ch   chan grant // buffered 1: a grant is handed over without blocking
+	// wants is the busy connection the policy chose to wait for, if it
+	// did: later waiters may go their own ways meanwhile, but see it
+	// waiting there (Candidate.Waiting).
+	wants *entry
 }
 
 // core is the policy-driven connection pool shared by Pool and Transport.
@@ -357,7 +361,15 @@ func (c *core) try(w *waiter) (grant, bool) {
 	cands := make([]Candidate, len(es))
 	for i, e := range es {
 		cands[i] = e.candidate(now)
+		for _, o := range c.waiters {
+			if o.wants == e && o != w {
+				// Waiting ahead for it (HTTP/1.1: one request at a time).
+				cands[i].Waiting++
+				cands[i].Pending += max(o.in.SizeToBeReceived, 0)
+			}
+		}
 	}
+	w.wants = nil
 	d, err := c.m.decide(w.ctx, w.in, w.dest, cands, w.skip, c.queuedBytes(w))
 	if err != nil {
 		return grant{err: err}, true
@@ -371,10 +383,13 @@ func (c *core) try(w *waiter) (grant, bool) {
 			if e == nil {
 				continue // closed for an earlier choice of this decision
 			}
-			if g, ok := c.reserve(w, e, now); ok {
-				return g, true
+			if !c.wantedAhead(w, e) {
+				if g, ok := c.reserve(w, e, now); ok {
+					return g, true
+				}
 			}
-			return grant{}, false // the policy wants this one: wait for it
+			w.wants = e // the policy wants this one: wait for it
+			return grant{}, false
 		default:
 			if !ch.Fresh {
 				if g, ok := c.freeOn(w, es, ch.Path, now); ok {
@@ -405,6 +420,20 @@ func (c *core) try(w *waiter) (grant, bool) {
 		}
 	}
 	return grant{}, false
+}
+
+// wantedAhead reports whether a waiter ahead of w waits for e: it gets e
+// first.
+func (c *core) wantedAhead(w *waiter, e *entry) bool {
+	for _, o := range c.waiters {
+		if o == w {
+			return false
+		}
+		if o.wants == e {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *core) byID(es []*entry, id uint64) *entry {
@@ -577,7 +606,10 @@ func (c *core) sweep() {
 
 // serveWaiters hands grants to waiters in FIFO order, under c.mu. A
 // waiter never overtakes an earlier one for the same destination, even when
-// a slot frees up (outside c.mu) while the queue is being served.
+// a slot frees up (outside c.mu) while the queue is being served, except
+// that one the policy had wait for a particular busy connection lets those
+// behind it go their own ways (a new connection, another free one); none
+// takes that connection before it.
 func (c *core) serveWaiters() {
 	var blocked map[string]bool
 	for i := 0; i < len(c.waiters); {
@@ -588,10 +620,14 @@ func (c *core) serveWaiters() {
 		}
 		g, ok := c.try(w)
 		if !ok {
-			if blocked == nil {
-				blocked = map[string]bool{}
+			if w.wants == nil {
+				// Waiting for room or for any connection: nobody behind it
+				// for this destination may pass.
+				if blocked == nil {
+					blocked = map[string]bool{}
+				}
+				blocked[w.key] = true
 			}
-			blocked[w.key] = true
 			i++
 			continue
 		}

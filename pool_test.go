@@ -367,6 +367,57 @@ func TestFreshChoiceClosesTheLastIdleOfAnotherPath(t *testing.T) {
 	c.undo(g)
 }
 
+// A waiter the policy has wait for a busy connection does not hold up
+// those behind it that the policy sends elsewhere; one that wants the same
+// connection waits behind it, and sees it waiting there.
+func TestWaiterForABusyConnectionLetsOthersPass(t *testing.T) {
+	a := &Path{Name: "a", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.0.1")}}
+	var seenWaiting []int
+	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+		// Small requests wait for connection 1; large ones want a new one.
+		if req.Intents.SizeToBeReceived < 1000 {
+			for i := range req.Candidates {
+				if req.Candidates[i].ID == 1 {
+					seenWaiting = append(seenWaiting, req.Candidates[i].Waiting)
+					d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
+				}
+			}
+			return
+		}
+		d.Choices = append(d.Choices, Choice{Path: a, Fresh: true})
+	}))
+	paths := []*Path{a}
+	m.paths.Store(&paths)
+	c := newCore(m, 6, 17, time.Minute)
+	busy := &entry{id: 1, key: "k", path: a, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
+	c.entries["k"] = []*entry{busy}
+	c.total = 1
+	dest := Destination{Network: "tcp", Host: "192.0.2.1", Port: 80}
+	small1 := &waiter{ctx: context.Background(), key: "k", dest: dest, in: &Intents{SizeToBeReceived: 10}, ch: make(chan grant, 1)}
+	small2 := &waiter{ctx: context.Background(), key: "k", dest: dest, in: &Intents{SizeToBeReceived: 20}, ch: make(chan grant, 1)}
+	large := &waiter{ctx: context.Background(), key: "k", dest: dest, in: &Intents{SizeToBeReceived: 5000}, ch: make(chan grant, 1)}
+	c.mu.Lock()
+	c.waiters = []*waiter{small1, small2, large}
+	c.serveWaiters()
+	c.mu.Unlock()
+	assert.Equal(t, []*waiter{small1, small2}, c.waiters, "the large request went its own way")
+	g := <-large.ch
+	assert.True(t, g.dial, "a new connection for it")
+	c.undo(g)
+	assert.Same(t, busy, small1.wants)
+	assert.Same(t, busy, small2.wants)
+	assert.Contains(t, seenWaiting, 1, "the second small request saw the first waiting")
+
+	// The connection frees up: the first in line gets it.
+	busy.c.(*fakeConn).busy = false
+	c.mu.Lock()
+	c.serveWaiters()
+	c.mu.Unlock()
+	g = <-small1.ch
+	assert.Same(t, busy, g.e)
+	assert.Equal(t, []*waiter{small2}, c.waiters)
+}
+
 // A grant given back unused (its waiter's context ended as it was handed
 // over) frees the slot it reserved.
 func TestUndoGivesTheSlotBack(t *testing.T) {

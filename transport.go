@@ -64,7 +64,9 @@ type Transport struct {
 	// one's validator, so a changed object ends the body with
 	// ErrObjectChanged instead of being stitched from two versions. A path
 	// that fails mid-download leaves its ranges to the others. Requests
-	// with multipath=off, a Range header or a body are not split.
+	// with multipath=off, a Range header or a body are not split. Without
+	// it, requests whose intents ask for multipath=aggregate are split
+	// (with the defaults) where MPTCP is not available.
 	Aggregate *Aggregate
 
 	once   sync.Once
@@ -154,8 +156,8 @@ func (c *clientConn) roundTrip(r *http.Request) (*http.Response, error) { return
 // their path went down.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.init()
-	if t.aggregateApplies(req) {
-		return t.aggregate(req)
+	if cfg, ok := t.aggregateConfig(req); ok {
+		return t.aggregate(req, cfg)
 	}
 	if t.TwoStep > 0 && t.twoStepApplies(req) {
 		return t.twoStep(req)

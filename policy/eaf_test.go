@@ -268,3 +268,17 @@ func TestEAFUsesAnIdlePathWhileAQueueWaits(t *testing.T) {
 	assert.Equal(t, p1, choose(100_000), "a short queue: p1 still ends it sooner")
 	assert.Equal(t, p2, choose(2_500_000), "a page's worth queued: the idle path takes this one")
 }
+
+// Requests already waiting for a busy connection each cost it a round
+// trip first: with a few of them, a new connection arrives sooner.
+func TestEAFCountsRequestsWaitingForAConnection(t *testing.T) {
+	p1 := &intents.Path{Name: "p1", Up: true, Prior: intents.Estimate{RTT: 10 * time.Millisecond, Bandwidth: 20e6}}
+	paths := []*intents.Path{p1}
+	cands := []intents.Candidate{{ID: 1, Path: p1, InFlight: 1, Pending: 1000}}
+	ch := eafChoice(t, &EAF{}, 1000, paths, cands)
+	require.NotNil(t, ch.Reuse, "a round trip after a small transfer beats a handshake and a request")
+	cands[0].Waiting = 3
+	ch = eafChoice(t, &EAF{}, 1000, paths, cands)
+	assert.Nil(t, ch.Reuse, "behind three requests: a new connection")
+	assert.True(t, ch.Fresh)
+}

@@ -205,11 +205,12 @@ func (m *Model) NewConn(p *intents.Path, size int64, tls bool) time.Duration {
 
 // Reuse predicts the completion time of size bytes over the pooled
 // connection c: one round trip to ask, after it is done with what it still
-// owes; a warm window if it was busy or idle only briefly.
+// owes and with the requests waiting for it (a round trip each); a warm
+// window if it was busy or idle only briefly.
 func (m *Model) Reuse(c *intents.Candidate, size int64) time.Duration {
 	pm := m.path(c.Path)
 	warm := c.InFlight > 0 || c.Idle < warmAfterIdle
-	wait := float64(c.Pending) / pm.free
+	wait := float64(c.Pending)/pm.free + float64(c.Waiting)*pm.rtt
 	pm.pending -= float64(c.Pending) // already waited for
 	setup := m.setupRTTs(false, false) * pm.rtt
 	return seconds(wait + setup + pm.shared(float64(size), pm.transfer(float64(size), warm)))

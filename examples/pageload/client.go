@@ -92,7 +92,13 @@ func newContender(key string, cfg config) contender {
 	}
 	withPolicy := func(p intents.Policy, priors bool) contender {
 		m := manager(p, priors)
-		return contender{key: key, rt: &intents.Transport{Manager: m}, m: m, intents: true}
+		tr := &intents.Transport{Manager: m}
+		if !cfg.SizeIntents {
+			// No size hints from the page: the Transport learns each
+			// object's size from its first 8 KiB (the two-step download).
+			tr.TwoStep = 8 << 10
+		}
+		return contender{key: key, rt: tr, m: m, intents: true}
 	}
 	switch key {
 	case "path1":

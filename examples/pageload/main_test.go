@@ -105,4 +105,16 @@ func TestSmoke(t *testing.T) {
 		require.NoError(t, err)
 		assert.Contains(t, string(b), "<svg", name)
 	}
+	for _, name := range []string{"plt.png", "speedup-ecdf.png"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		assert.True(t, strings.HasPrefix(string(b), "\x89PNG"), name)
+	}
+
+	// Without size intents the intents contenders learn sizes (two-step).
+	r = run{workloads: workloads[:1], contenders: []string{"eaf"}, reps: 1, sizeIntents: false}
+	records, err = r.all(scens[:1])
+	require.NoError(t, err)
+	require.Len(t, records, 1)
+	assert.Equal(t, workloads[0].Bytes(), records[0].Bytes, "the whole page, learned sizes and all")
 }
