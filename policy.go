@@ -49,13 +49,14 @@ type Candidate struct {
 	BytesIn   int64
 	BytesOut  int64
 	// Pending is how many bytes are still expected on it: the size hints of
-	// its requests in flight less what has arrived, and of the requests
-	// already waiting for it. A busy connection frees up when they are in.
+	// its requests in flight less what has arrived. A busy connection frees
+	// up when they are in.
 	Pending int64
-	// Waiting counts the requests already waiting for this connection;
-	// each takes a round trip of its own before a new one's turn
-	// (HTTP/1.1 carries one request at a time).
-	Waiting int
+	// Waiting counts the requests already waiting for this connection, and
+	// WaitingBytes their size hints: each takes a round trip of its own
+	// before a new one's turn (HTTP/1.1 carries one request at a time).
+	Waiting      int
+	WaitingBytes int64
 }
 
 // Request is one decision's input.

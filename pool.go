@@ -365,7 +365,7 @@ func (c *core) try(w *waiter) (grant, bool) {
 			if o.wants == e && o != w {
 				// Waiting ahead for it (HTTP/1.1: one request at a time).
 				cands[i].Waiting++
-				cands[i].Pending += max(o.in.SizeToBeReceived, 0)
+				cands[i].WaitingBytes += max(o.in.SizeToBeReceived, 0)
 			}
 		}
 	}
@@ -396,10 +396,14 @@ func (c *core) try(w *waiter) (grant, bool) {
 					return g, true
 				}
 			}
-			if !c.roomFor(w.key) && len(es)+c.dialing[w.key] < c.maxPerHost {
+			// Only the first in line for the destination makes room by
+			// closing idle connections: one passing others (see
+			// serveWaiters) would close what those ahead may yet take.
+			first := !c.waitingAhead(w)
+			if first && !c.roomFor(w.key) && len(es)+c.dialing[w.key] < c.maxPerHost {
 				c.closeOldestIdle() // make room under the total limit, as browsers do
 			}
-			if !c.roomFor(w.key) && ch.Fresh {
+			if first && !c.roomFor(w.key) && ch.Fresh {
 				// The policy prefers a new connection on this path to what
 				// the pool has: replace an idle one of this destination on
 				// another path, or the host limit would keep the path unused.
@@ -420,6 +424,19 @@ func (c *core) try(w *waiter) (grant, bool) {
 		}
 	}
 	return grant{}, false
+}
+
+// waitingAhead reports whether a waiter for w's destination is ahead of w.
+func (c *core) waitingAhead(w *waiter) bool {
+	for _, o := range c.waiters {
+		if o == w {
+			return false
+		}
+		if o.key == w.key {
+			return true
+		}
+	}
+	return false
 }
 
 // wantedAhead reports whether a waiter ahead of w waits for e: it gets e

@@ -75,7 +75,7 @@ func (e *EAF) options(req *intents.Request, opts []option) []option {
 			continue
 		}
 		pm := model(c.Path)
-		wait := float64(c.Pending)/pm.free + float64(c.Waiting)*pm.rtt
+		wait := float64(c.Pending+c.WaitingBytes)/pm.free + float64(c.Waiting)*pm.rtt
 		pm.pending -= float64(c.Pending) // already waited for
 		var at float64
 		if size == 0 {

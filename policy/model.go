@@ -210,7 +210,7 @@ func (m *Model) NewConn(p *intents.Path, size int64, tls bool) time.Duration {
 func (m *Model) Reuse(c *intents.Candidate, size int64) time.Duration {
 	pm := m.path(c.Path)
 	warm := c.InFlight > 0 || c.Idle < warmAfterIdle
-	wait := float64(c.Pending)/pm.free + float64(c.Waiting)*pm.rtt
+	wait := float64(c.Pending+c.WaitingBytes)/pm.free + float64(c.Waiting)*pm.rtt
 	pm.pending -= float64(c.Pending) // already waited for
 	setup := m.setupRTTs(false, false) * pm.rtt
 	return seconds(wait + setup + pm.shared(float64(size), pm.transfer(float64(size), warm)))
