@@ -79,7 +79,9 @@ type Request struct {
 // Choice is one option of a Decision.
 type Choice struct {
 	// Reuse, if set, points into Request.Candidates: reuse that connection
-	// (wait for it, if it is busy).
+	// (wait for it, if it is busy: while a new connection could be opened
+	// instead, at most a second, then the next choice; its response body
+	// may be held unread by the very caller that waits).
 	Reuse *Candidate
 	// Path, if set (and Reuse nil), sends on this path: over a free pooled
 	// connection on it if there is one (unless Fresh), else a new one.

@@ -119,6 +119,40 @@ type waiter struct {
 	// did: later waiters may go their own ways meanwhile, but see it
 	// waiting there (Candidate.Waiting).
 	wants *entry
+	// timer ends a wait for a busy connection while there is room for a
+	// new one; waitedOut are the connections it ended waits for.
+	timer     *time.Timer
+	waitedOut map[*entry]bool
+}
+
+// maxWaitForBusy bounds how long a request waits for a particular busy
+// connection while it could open a new one.
+var maxWaitForBusy = time.Second
+
+// waitAtMost arms w's timer: after maxWaitForBusy, w stops waiting for e
+// and takes its policy's next choice. Under c.mu.
+func (c *core) waitAtMost(w *waiter, e *entry) {
+	w.timer = time.AfterFunc(maxWaitForBusy, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		w.timer = nil
+		if w.wants != e || !slices.Contains(c.waiters, w) {
+			return
+		}
+		if w.waitedOut == nil {
+			w.waitedOut = map[*entry]bool{}
+		}
+		w.waitedOut[e] = true
+		c.serveWaiters()
+	})
+}
+
+// stopTimer stops w's timer, if armed. Under c.mu.
+func (w *waiter) stopTimer() {
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
 }
 
 // core is the policy-driven connection pool shared by Pool and Transport.
@@ -295,6 +329,7 @@ func (c *core) wait(ctx context.Context, key string, dest Destination, in *Inten
 		c.mu.Lock()
 		if i := slices.Index(c.waiters, w); i >= 0 {
 			c.waiters = slices.Delete(c.waiters, i, i+1)
+			w.stopTimer()
 			c.mu.Unlock()
 			return grant{}, ctx.Err()
 		}
@@ -388,7 +423,16 @@ func (c *core) try(w *waiter) (grant, bool) {
 					return g, true
 				}
 			}
-			w.wants = e // the policy wants this one: wait for it
+			if w.waitedOut[e] && c.roomFor(w.key) {
+				continue // waited long enough for it: the next choice
+			}
+			// The policy wants this one: wait for it, but not for ever
+			// while a new connection could be had (its body may be held
+			// unread by the very caller that waits).
+			w.wants = e
+			if c.roomFor(w.key) && w.timer == nil {
+				c.waitAtMost(w, e)
+			}
 			return grant{}, false
 		default:
 			if !ch.Fresh {
@@ -649,6 +693,7 @@ func (c *core) serveWaiters() {
 			continue
 		}
 		c.waiters = slices.Delete(c.waiters, i, i+1)
+		w.stopTimer()
 		w.ch <- g
 	}
 }
@@ -759,6 +804,7 @@ func (c *core) close() {
 	}
 	c.removeWhere(idle)
 	for _, w := range c.waiters {
+		w.stopTimer()
 		w.ch <- grant{err: ErrPoolClosed}
 	}
 	c.waiters = nil

@@ -418,6 +418,53 @@ func TestWaiterForABusyConnectionLetsOthersPass(t *testing.T) {
 	assert.Equal(t, []*waiter{small2}, c.waiters)
 }
 
+// A request the policy has wait for a busy connection that never frees up
+// (its body held unread, perhaps by the waiting caller itself) takes the
+// policy's next choice after maxWaitForBusy, when a new connection could
+// be had.
+func TestWaitForABusyConnectionEnds(t *testing.T) {
+	defer func(d time.Duration) { maxWaitForBusy = d }(maxWaitForBusy)
+	maxWaitForBusy = 20 * time.Millisecond
+	a := &Path{Name: "a", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.0.1")}}
+	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+		for i := range req.Candidates {
+			d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
+		}
+		d.Choices = append(d.Choices, Choice{Path: a, Fresh: true})
+	}))
+	paths := []*Path{a}
+	m.paths.Store(&paths)
+	c := newCore(m, 6, 17, time.Minute)
+	held := &entry{id: 1, key: "k", path: a, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
+	c.entries["k"] = []*entry{held}
+	c.total = 1
+	g, err := c.wait(context.Background(), "k", Destination{Network: "tcp", Host: "192.0.2.1", Port: 80}, &Intents{}, nil)
+	require.NoError(t, err)
+	assert.True(t, g.dial, "a new connection, the held one never freed")
+	c.undo(g)
+
+	// At the host limit there is nothing else to do but wait.
+	c2 := newCore(m, 1, 17, time.Minute)
+	held2 := &entry{id: 1, key: "k", path: a, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
+	c2.entries["k"] = []*entry{held2}
+	c2.total = 1
+	queued := make(chan struct{})
+	c2.testHookQueued = func() { close(queued) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		_, err := c2.wait(ctx, "k", Destination{Network: "tcp", Host: "192.0.2.1", Port: 80}, &Intents{}, nil)
+		done <- err
+	}()
+	<-queued
+	c2.mu.Lock()
+	armed := c2.waiters[0].timer != nil
+	c2.mu.Unlock()
+	assert.False(t, armed, "no timer at the limit")
+	cancel()
+	assert.ErrorIs(t, <-done, context.Canceled)
+}
+
 // A grant given back unused (its waiter's context ended as it was handed
 // over) frees the slot it reserved.
 func TestUndoGivesTheSlotBack(t *testing.T) {

@@ -1,6 +1,7 @@
 package intents
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -56,6 +57,18 @@ func (t *Transport) twoStep(req *http.Request) (*http.Response, error) {
 		return t.plainAfter(req, resp1)
 	}
 	t.sizes.put(req.URL.String(), total)
+	// Read the first part now (it is small): its connection is then free
+	// for the second request, instead of held by a body nobody reads until
+	// that request is answered, which could wait for that very connection.
+	head, err := io.ReadAll(io.LimitReader(resp1.Body, end+2))
+	resp1.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(head)) != end+1 {
+		return nil, fmt.Errorf("intents: two-step download: %d bytes in the first part, want %d", len(head), end+1)
+	}
+	resp1.Body = io.NopCloser(bytes.NewReader(head))
 	whole := func(body io.ReadCloser) *http.Response {
 		r := *resp1
 		r.Status, r.StatusCode = "200 OK", http.StatusOK

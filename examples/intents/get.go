@@ -8,6 +8,7 @@ import (
 	"net/http/httptrace"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sockintents/intents"
@@ -20,11 +21,13 @@ func newGet(ctx context.Context, url string) (*http.Request, error) {
 	return http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 }
 
-// withConnPath records the path of the connection the request got.
-func withConnPath(ctx context.Context, name *string) context.Context {
+// withConnPath records the path of the connection the request got (the
+// last one, for requests split over several).
+func withConnPath(ctx context.Context, name *atomic.Pointer[string]) context.Context {
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		// Ranges of an aggregated download get their connections at once.
 		if p, _ := intents.PathOf(i.Conn); p != nil {
-			*name = p.Name
+			name.Store(&p.Name)
 		}
 	}})
 }

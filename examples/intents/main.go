@@ -22,6 +22,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -375,7 +376,7 @@ func cmdGet(ctx context.Context, args []string, stdout, stderr io.Writer, mf man
 	} else if *asJSON {
 		dst = io.Discard
 	}
-	var pathOfConn string
+	var pathOfConn atomic.Pointer[string]
 	ctx = withConnPath(intents.WithIntents(ctx, in), &pathOfConn)
 	req, err := newGet(ctx, fs.Arg(0))
 	if err != nil {
@@ -391,7 +392,11 @@ func cmdGet(ctx context.Context, args []string, stdout, stderr io.Writer, mf man
 	n, err := copyWithProgress(dst, resp.Body, func(total int64) {
 		per, ok := intents.AggregateStats(resp.Body)
 		if !ok {
-			per = map[string]int64{pathOfConn: total}
+			name := ""
+			if p := pathOfConn.Load(); p != nil {
+				name = *p
+			}
+			per = map[string]int64{name: total}
 		}
 		bar.draw(total, per)
 	})
