@@ -130,18 +130,10 @@ func (t *Transport) aggregate(req *http.Request, cfg Aggregate) (*http.Response,
 	if v.value == "" && end+1 < total {
 		return t.plainAfter(req, resp1) // nothing to keep the ranges to one version
 	}
-	whole := *resp1
-	whole.Status, whole.StatusCode = "200 OK", http.StatusOK
-	whole.Header = resp1.Header.Clone()
-	whole.Header.Del("Content-Range")
-	whole.Header.Set("Content-Length", strconv.FormatInt(total, 10))
-	whole.ContentLength = total
-	whole.Request = req
 	if end+1 == total {
-		return &whole, nil
+		return wholeOf(resp1, req, total, resp1.Body), nil
 	}
-	whole.Body = newAggBody(t, req, paths, cfg, v, total, resp1.Body, end+1)
-	return &whole, nil
+	return wholeOf(resp1, req, total, newAggBody(t, req, paths, cfg, v, total, resp1.Body, end+1)), nil
 }
 
 // validator is what If-Range sends and what every range must carry.

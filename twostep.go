@@ -69,17 +69,7 @@ func (t *Transport) twoStep(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("intents: two-step download: %d bytes in the first part, want %d", len(head), end+1)
 	}
 	resp1.Body = io.NopCloser(bytes.NewReader(head))
-	whole := func(body io.ReadCloser) *http.Response {
-		r := *resp1
-		r.Status, r.StatusCode = "200 OK", http.StatusOK
-		r.Header = resp1.Header.Clone()
-		r.Header.Del("Content-Range")
-		r.Header.Set("Content-Length", strconv.FormatInt(total, 10))
-		r.ContentLength = total
-		r.Body = body
-		r.Request = req
-		return &r
-	}
+	whole := func(body io.ReadCloser) *http.Response { return wholeOf(resp1, req, total, body) }
 	if end+1 == total { // it all came in the first part
 		return whole(resp1.Body), nil
 	}
@@ -182,6 +172,21 @@ func (b *resumingBody) resume() error {
 }
 
 func (b *resumingBody) Close() error { return b.rc.Close() }
+
+// wholeOf is the 200 response of the whole object (total bytes) that the
+// 206 response part, the first range of req's object, begins: body gives
+// its bytes.
+func wholeOf(part *http.Response, req *http.Request, total int64, body io.ReadCloser) *http.Response {
+	r := *part
+	r.Status, r.StatusCode = "200 OK", http.StatusOK
+	r.Header = part.Header.Clone()
+	r.Header.Del("Content-Range")
+	r.Header.Set("Content-Length", strconv.FormatInt(total, 10))
+	r.ContentLength = total
+	r.Body = body
+	r.Request = req
+	return &r
+}
 
 // plainAfter gives up on the split: it closes resp and sends req as is.
 func (t *Transport) plainAfter(req *http.Request, resp *http.Response) (*http.Response, error) {
