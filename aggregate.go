@@ -173,7 +173,6 @@ type aggBody struct {
 	paths   []*aggPath
 	err     error // ends the download (after what was read)
 	closed  bool
-	started time.Time
 	// buffered is the size of the chunks held; peak its most.
 	buffered, peak int64
 }
@@ -248,7 +247,7 @@ func (c *chunk) done() bool  { return c.covered() >= c.size() }
 func newAggBody(t *Transport, req *http.Request, paths []*Path, cfg Aggregate, v validator, total int64, first io.ReadCloser, firstEnd int64) *aggBody {
 	ctx, stop := context.WithCancel(req.Context())
 	b := &aggBody{t: t, req: req, cfg: cfg, v: v, total: total, ctx: ctx, stop: stop,
-		changed: make(chan struct{}), started: time.Now()}
+		changed: make(chan struct{})}
 	for _, p := range paths {
 		e := p.Estimate()
 		ap := &aggPath{p: p, rtt: e.RTT, prior: float64(e.Bandwidth) / 8}

@@ -93,8 +93,6 @@ func TestAggregateSmallAndUnsplittable(t *testing.T) {
 	assert.EqualValues(t, 1, plain.Load())
 
 	// multipath=off: not split.
-	log2 := log
-	log2.ranges = nil
 	req, _ = http.NewRequestWithContext(WithIntents(t.Context(), Intents{Multipath: MultipathOff}), "GET", srv.URL, nil)
 	_, ok := tr.aggregateConfig(req)
 	assert.False(t, ok)

@@ -45,9 +45,11 @@ func (o option) label() string {
 // queue's end further out while the idle path stays unused.
 func (e *EAF) Decide(req *intents.Request, d *intents.Decision) {
 	var buf [32]option
-	opts := e.options(req, buf[:0])
+	var mbuf [16]pathModel
+	models := e.models(req.Paths, mbuf[:0]) // each path's model once: estimates take a lock to read
+	opts := e.options(req, models, buf[:0])
 	slices.SortStableFunc(opts, func(a, b option) int { return int(a.at - b.at) })
-	opts = e.idleFirst(req, opts)
+	opts = e.idleFirst(req, models, opts)
 	for _, o := range opts {
 		d.Choices = append(d.Choices, o.choice)
 	}
@@ -56,11 +58,8 @@ func (e *EAF) Decide(req *intents.Request, d *intents.Decision) {
 
 // options lists every way to carry req with its predicted arrival. Without
 // a size hint the prediction is the path's RTT alone.
-func (e *EAF) options(req *intents.Request, opts []option) []option {
+func (e *EAF) options(req *intents.Request, models []pathModel, opts []option) []option {
 	size := float64(req.Intents.SizeToBeReceived)
-	// Each path's model once: estimates take a lock to read.
-	var mbuf [16]pathModel
-	models := e.models(req.Paths, mbuf[:0])
 	model := func(p *intents.Path) pathModel {
 		for i, q := range req.Paths {
 			if q == p {
@@ -100,12 +99,10 @@ func (e *EAF) options(req *intents.Request, opts []option) []option {
 // idleFirst moves the earliest option on an idle path to the front if it
 // arrives before the queue's fluid end: all bytes in flight and queued at
 // the summed capacity of the paths.
-func (e *EAF) idleFirst(req *intents.Request, opts []option) []option {
+func (e *EAF) idleFirst(req *intents.Request, models []pathModel, opts []option) []option {
 	if req.Queued <= 0 || len(opts) < 2 || req.Intents.SizeToBeReceived <= 0 {
 		return opts
 	}
-	var mbuf [16]pathModel
-	models := e.models(req.Paths, mbuf[:0])
 	var load, capacity float64
 	rtt := models[0].rtt
 	for _, pm := range models {
@@ -170,7 +167,8 @@ type EAFMPTCP struct {
 func (e *EAFMPTCP) Decide(req *intents.Request, d *intents.Decision) {
 	eaf := EAF{Model: e.Model}
 	var buf [32]option
-	opts := eaf.options(req, buf[:0])
+	var mbuf [16]pathModel
+	opts := eaf.options(req, eaf.models(req.Paths, mbuf[:0]), buf[:0])
 	slices.SortStableFunc(opts, func(a, b option) int { return int(a.at - b.at) })
 	size := req.Intents.SizeToBeReceived
 	if size > 0 && req.Intents.Multipath != intents.MultipathOff && len(req.Paths) > 1 {

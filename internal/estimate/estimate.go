@@ -107,9 +107,13 @@ func (p *Path) AddDelivery(bytes int64, d time.Duration) {
 	if bytes <= 0 || d <= 0 {
 		return
 	}
-	r := float64(bytes) * 8 / d.Seconds()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.addDelivery(bytes, d)
+}
+
+func (p *Path) addDelivery(bytes int64, d time.Duration) {
+	r := float64(bytes) * 8 / d.Seconds()
 	if !p.rateKnown {
 		p.rate, p.rateKnown = r, true
 	} else {
@@ -134,9 +138,9 @@ func (p *Path) AddTransfer(bytes int64, d time.Duration) {
 	if bytes <= 0 || d <= 0 {
 		return
 	}
-	p.AddDelivery(bytes, d)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.addDelivery(bytes, d)
 	minRTT, ok := p.minRTT.get()
 	if !ok || bytes <= InitialWindow {
 		return
