@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sockintents/intents/internal/testbed"
 )
 
 // listen accepts connections on network/addr and writes "hello" to each.
@@ -22,19 +24,7 @@ func listen(t testing.TB, network, addr string) net.Listener {
 	if err != nil {
 		t.Skipf("cannot listen on %s %s: %v", network, addr, err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = io.WriteString(c, "hello")
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { l.Close(); <-done })
+	testbed.Serve(t, l, func(c net.Conn) { _, _ = io.WriteString(c, "hello") })
 	return l
 }
 

@@ -11,7 +11,6 @@ package intents_test
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -443,27 +442,14 @@ func startEcho(t *testing.T, addr string) (*echoServer, error) {
 		return nil, err
 	}
 	e := &echoServer{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				if !errors.Is(err, net.ErrClosed) {
-					t.Errorf("accept: %v", err)
-				}
-				return
-			}
-			remote := netip.MustParseAddrPort(c.RemoteAddr().String()).Addr()
-			local := netip.MustParseAddrPort(c.LocalAddr().String()).Addr()
-			line := fmt.Sprintf("%s -> %s", remote, local)
-			e.mu.Lock()
-			e.log = append(e.log, line)
-			e.mu.Unlock()
-			_, _ = fmt.Fprintln(c, line)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { l.Close(); <-done })
+	testbed.Serve(t, l, func(c net.Conn) {
+		remote := netip.MustParseAddrPort(c.RemoteAddr().String()).Addr()
+		local := netip.MustParseAddrPort(c.LocalAddr().String()).Addr()
+		line := fmt.Sprintf("%s -> %s", remote, local)
+		e.mu.Lock()
+		e.log = append(e.log, line)
+		e.mu.Unlock()
+		_, _ = fmt.Fprintln(c, line)
+	})
 	return e, nil
 }

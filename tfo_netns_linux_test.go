@@ -34,20 +34,10 @@ func TestNetnsFastOpen(t *testing.T) {
 		l, err = lc.Listen(context.Background(), "tcp", tb.Hosts[0].String()+":7000")
 		return err
 	}))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			line, _ := bufio.NewReader(c).ReadString('\n')
-			fmt.Fprintf(c, "got %s", line)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { l.Close(); <-done })
+	testbed.Serve(t, l, func(c net.Conn) {
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		fmt.Fprintf(c, "got %s", line)
+	})
 	testbed.RunTest(t, tb.Client, "TestNetnsFastOpenChild", "tfo")
 }
 

@@ -123,19 +123,7 @@ func serve(t *testing.T, mptcp bool) net.Listener {
 	lc.SetMultipathTCP(mptcp)
 	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			io.Copy(io.Discard, c)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { l.Close(); <-done })
+	testbed.Serve(t, l, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
 	return l
 }
 
