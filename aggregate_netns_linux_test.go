@@ -78,7 +78,7 @@ type got struct {
 // after 40 % of the body.
 func get(t *testing.T, rt http.RoundTripper, in intents.Intents, size int64, during func()) got {
 	t.Helper()
-	req, err := http.NewRequestWithContext(intents.WithIntents(context.Background(), in), "GET", objURL+itoa(size), nil)
+	req, err := http.NewRequestWithContext(intents.WithIntents(context.Background(), in), "GET", objURL+strconv.FormatInt(size, 10), nil)
 	require.NoError(t, err)
 	resp, err := rt.RoundTrip(req)
 	require.NoError(t, err)
@@ -104,16 +104,6 @@ func get(t *testing.T, rt http.RoundTripper, in intents.Intents, size int64, dur
 	copy(g.sum[:], h.Sum(nil))
 	return g
 }
-
-func sumOf(size int64) [32]byte {
-	h := sha256.New()
-	io.Copy(h, testbed.NewObject(size))
-	var s [32]byte
-	copy(s[:], h.Sum(nil))
-	return s
-}
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func TestNetnsAggregateChild(t *testing.T) {
 	if os.Getenv(testbed.ChildEnv) == "" {
@@ -148,7 +138,7 @@ func TestNetnsAggregateChild(t *testing.T) {
 	sum := p1.goodput + p2.goodput
 	t.Logf("goodput: p1 %.2f, p2 %.2f, sum %.2f, MPTCP %.2f, aggregated ranges %.2f Mbit/s (%.0f %% of the sum); bytes per path %v",
 		p1.goodput/1e6, p2.goodput/1e6, sum/1e6, mp.goodput/1e6, all.goodput/1e6, 100*all.goodput/sum, per)
-	assert.Equal(t, sumOf(big), all.sum, "byte for byte the object")
+	assert.Equal(t, testbed.ObjectSum(big), all.sum, "byte for byte the object")
 	assert.GreaterOrEqual(t, all.goodput, 0.9*sum, "aggregated ranges use both paths")
 	assert.Greater(t, per["p2"], int64(big/5), "path 2 carried its share")
 
@@ -157,7 +147,7 @@ func TestNetnsAggregateChild(t *testing.T) {
 	lost := get(t, agg, intents.Intents{}, 6e6, func() { setP1(t, m, false) })
 	per, _ = intents.AggregateStats(lost.body)
 	t.Logf("aggregated, path 1 down at 40 %%: intact in %v, bytes per path %v", time.Since(start).Round(time.Millisecond), per)
-	assert.Equal(t, sumOf(6e6), lost.sum, "intact over path 2")
+	assert.Equal(t, testbed.ObjectSum(6e6), lost.sum, "intact over path 2")
 	setP1(t, m, true)
 
 	// Path 1 goes down at 40 % of a two-step download whose second part
@@ -170,7 +160,7 @@ func TestNetnsAggregateChild(t *testing.T) {
 	stats := two.Stats()
 	t.Logf("two-step, path 1 down at 40 %%: intact in %v; body bytes p1 %d, p2 %d", time.Since(start).Round(time.Millisecond),
 		stats["p1"].BytesReceived, stats["p2"].BytesReceived)
-	assert.Equal(t, sumOf(4e6), lost.sum, "intact: the rest came over path 2")
+	assert.Equal(t, testbed.ObjectSum(4e6), lost.sum, "intact: the rest came over path 2")
 	assert.Greater(t, stats["p2"].BytesReceived, int64(1e6), "resumed on path 2")
 	setP1(t, m, true)
 

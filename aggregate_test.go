@@ -36,21 +36,13 @@ func objectServer(t *testing.T, size int64) (*httptest.Server, *rangeLog) {
 	return srv, &log
 }
 
-func objectSum(size int64) [32]byte {
-	h := sha256.New()
-	io.Copy(h, testbed.NewObject(size))
-	var sum [32]byte
-	copy(sum[:], h.Sum(nil))
-	return sum
-}
-
 func TestAggregateByteIdentical(t *testing.T) {
 	const size = 3_000_017
 	srv, log := objectServer(t, size)
 	tr := &Transport{Aggregate: &Aggregate{MinChunk: 64 << 10, MinSize: 1}}
 	defer tr.CloseIdleConnections()
 	body := fetchAll(t, tr, srv.URL)
-	assert.Equal(t, objectSum(size), sha256.Sum256(body), "byte for byte the object")
+	assert.Equal(t, testbed.ObjectSum(size), sha256.Sum256(body), "byte for byte the object")
 	ranges := log.get()
 	assert.Greater(t, len(ranges), 3, "fetched in ranges")
 	assert.Equal(t, "bytes=0-65535", ranges[0], "first a small range that tells the size")
@@ -171,7 +163,7 @@ func TestAggregateBoundedMemory(t *testing.T) {
 	b := resp.Body.(*aggBody)
 	resp.Body.Close()
 	assert.EqualValues(t, size, n)
-	assert.Equal(t, objectSum(size), [32]byte(h.Sum(nil)))
+	assert.Equal(t, testbed.ObjectSum(size), [32]byte(h.Sum(nil)))
 	t.Logf("%d MB object: peak held in chunks %.1f MiB (window %d MiB), heap in use at most %.1f MiB (%.1f before)",
 		size/1e6, float64(b.peak)/(1<<20), cfg.Window>>20, float64(peakHeap)/(1<<20), float64(before.HeapInuse)/(1<<20))
 	assert.LessOrEqual(t, b.peak, cfg.Window+16*cfg.MinChunk, "bounded by the window and one chunk")

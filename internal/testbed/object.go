@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"crypto/sha256"
 	"errors"
 	"io"
 )
@@ -47,4 +48,12 @@ func (o *Object) Seek(offset int64, whence int) (int64, error) {
 	}
 	o.off = offset
 	return offset, nil
+}
+
+// ObjectSum is the SHA-256 of a served object of size bytes, to check a
+// download against.
+func ObjectSum(size int64) [32]byte {
+	h := sha256.New()
+	_, _ = io.Copy(h, NewObject(size))
+	return [32]byte(h.Sum(nil))
 }
