@@ -376,7 +376,7 @@ func (b *aggBody) schedule() {
 	// The tail: an idle path re-asks for the rest of the chunk predicted
 	// to finish last, if it would finish that sooner.
 	for _, a := range b.paths {
-		if a.dead != nil || a.inFlight > 0 || !free(a) {
+		if a.inFlight > 0 || !free(a) {
 			continue
 		}
 		var worst *chunk
