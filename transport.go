@@ -336,12 +336,21 @@ type countingBody struct {
 	n      atomic.Int64 // Close may race with Read
 	expect atomic.Int64 // of the entry's pending bytes, what this body still owes
 	done   atomic.Bool
+	// The rate sample starts after the first Read: what that returns was
+	// mostly buffered with the headers, and a 1 KB body read in
+	// microseconds would claim a capacity of gigabits.
+	sampleFrom  atomic.Int64 // bytes read by the first Read
+	sampleStart atomic.Int64 // its time, Unix nanoseconds; 0 before it
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
-	b.n.Add(int64(n))
+	total := b.n.Add(int64(n))
 	b.e.bytesIn.Add(int64(n))
+	if n > 0 && b.sampleStart.Load() == 0 {
+		b.sampleFrom.Store(total)
+		b.sampleStart.Store(time.Now().UnixNano())
+	}
 	for {
 		owed := b.expect.Load()
 		dec := min(int64(n), owed)
@@ -370,9 +379,12 @@ func (b *countingBody) finish() {
 		return
 	}
 	b.e.addPending(-b.expect.Swap(0))
-	d := time.Since(b.start)
+	now := time.Now()
+	d := now.Sub(b.start)
 	n := b.n.Load()
-	b.e.path.sampleTransfer(n, d)
+	if from := b.sampleStart.Load(); from != 0 {
+		b.e.path.sampleTransfer(n-b.sampleFrom.Load(), now.Sub(time.Unix(0, from)))
+	}
 	b.t.count(b.e.path, func(s *TransportPathStats) {
 		s.BytesReceived += n
 		s.ReceiveTime += d

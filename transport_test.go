@@ -13,9 +13,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sockintents/intents/internal/estimate"
 )
 
 func get(t *testing.T, tr http.RoundTripper, ctx context.Context, url string) (string, *http.Response) {
@@ -302,4 +306,23 @@ func TestTransportRemembersSizes(t *testing.T) {
 	get(t, tr, context.Background(), srv.URL+"/c")
 	assert.Zero(t, tr.sizes.get(srv.URL+"/a"), "the oldest is forgotten beyond MaxSizeHints")
 	assert.EqualValues(t, 1234, tr.sizes.get(srv.URL+"/c"))
+}
+
+// A small body arrives with its headers and is read in microseconds: taken
+// as a rate sample it would claim gigabits of capacity and send every
+// large transfer to its path.
+func TestCountingBodySamplesOnlyAfterTheFirstRead(t *testing.T) {
+	read := func(body io.Reader) estimate.Snapshot {
+		p := &Path{Name: "p", est: estimate.New(0, 0)}
+		tr := &Transport{}
+		tr.init()
+		cb := &countingBody{rc: io.NopCloser(body), t: tr, e: &entry{path: p}, start: time.Now()}
+		_, err := io.Copy(io.Discard, cb)
+		require.NoError(t, err)
+		require.NoError(t, cb.Close())
+		return p.est.Snapshot()
+	}
+	assert.Zero(t, read(strings.NewReader(strings.Repeat("x", 1000))).MaxRate, "1 kB in one read: no sample")
+	// 100 kB in reads of 16 kB: a sample of what came after the first.
+	assert.Positive(t, read(iotest.HalfReader(strings.NewReader(strings.Repeat("x", 100_000)))).MaxRate)
 }

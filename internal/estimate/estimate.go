@@ -133,16 +133,18 @@ const InitialWindow = 10 * 1448
 // took more than twice the remaining rounds at the minimum RTT was held
 // back by the path. A quicker one was held back by the sender's window
 // (small objects, long RTTs), so its rate only bounds the capacity from
-// below.
+// below. Transfers of one initial window or less are ignored: their bytes
+// arrive in one burst, often already buffered by the receiver, and their
+// pace tells nothing but the host's speed.
 func (p *Path) AddTransfer(bytes int64, d time.Duration) {
-	if bytes <= 0 || d <= 0 {
+	if bytes <= InitialWindow || d <= 0 {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.addDelivery(bytes, d)
 	minRTT, ok := p.minRTT.get()
-	if !ok || bytes <= InitialWindow {
+	if !ok {
 		return
 	}
 	rounds := math.Ceil(math.Log2(float64(bytes)/InitialWindow+1)) - 1

@@ -121,6 +121,8 @@ func TestTransferShowsCapacityOnlyWhenThePathHeldItBack(t *testing.T) {
 	assert.False(t, p.Snapshot().CapacityShown, "quick enough for slow start alone: a floor")
 	p.AddTransfer(10_000, time.Second)
 	assert.False(t, p.Snapshot().CapacityShown, "within the initial window: a floor")
+	p.AddTransfer(10_000, time.Microsecond)
+	assert.InDelta(t, 16e6, p.Snapshot().MaxRate, 1, "one window in a burst is no rate sample")
 	p.AddTransfer(100_000, 400*time.Millisecond)
 	s := p.Snapshot()
 	assert.True(t, s.CapacityShown, "ten times slow start's time: the path held it back")
