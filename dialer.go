@@ -502,15 +502,22 @@ func (d *Dialer) dialOne(ctx context.Context, network string, remote netip.AddrP
 	if err != nil {
 		return nil, err
 	}
-	if strings.HasPrefix(network, "tcp") && p.est != nil && !fastOpen { // with TFO, connect returns before the handshake
+	// With TFO, connect returns before the handshake. A handshake that took
+	// the initial retransmission timeout had a SYN or SYN-ACK resent, and
+	// its time is no round trip (Karn's rule, RFC 6298).
+	if rtt := time.Since(start); strings.HasPrefix(network, "tcp") && p.est != nil && !fastOpen && rtt < initialRTO {
 		if ctx.Value(probeKey{}) != nil {
-			p.est.AddProbe(time.Since(start))
+			p.est.AddProbe(rtt)
 		} else {
-			p.sampleRTT(time.Since(start)) // the handshake took one round trip
+			p.sampleRTT(rtt) // the handshake took one round trip
 		}
 	}
 	return &Conn{Conn: c, path: p, binding: binding}, nil
 }
+
+// initialRTO is TCP's initial retransmission timeout (RFC 6298, Linux's
+// TCP_TIMEOUT_INIT): a handshake this slow resent its SYN or SYN-ACK.
+const initialRTO = time.Second
 
 // plan is the ordered list of paths to dial for one destination.
 type plan struct {

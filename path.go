@@ -576,11 +576,21 @@ func (p *Path) sampleRTT(d time.Duration) {
 	}
 }
 
-// sampleTransfer feeds a response body's delivery to the path's estimates.
-func (p *Path) sampleTransfer(bytes int64, d time.Duration) {
+// sampleTransfer feeds a response body's delivery to the path's
+// estimates: bytes over d, while the path delivered pathBytes in all.
+func (p *Path) sampleTransfer(bytes, pathBytes int64, d time.Duration) {
 	if p != nil && p.est != nil {
-		p.est.AddTransfer(bytes, d)
+		p.est.AddTransfer(bytes, pathBytes, d)
 	}
+}
+
+// delivered counts n bytes read from the path's connections and returns
+// the count so far (0 for a path without estimates).
+func (p *Path) delivered(n int64) int64 {
+	if p == nil || p.est == nil {
+		return 0
+	}
+	return p.est.Delivered(n)
 }
 
 // sampleDelivery feeds bytes delivered over d to the path's estimates.

@@ -409,7 +409,7 @@ func (c *core) try(w *waiter) (grant, bool) {
 	if err != nil {
 		return grant{err: err}, true
 	}
-	for _, ch := range d.choices {
+	for i, ch := range d.choices {
 		switch {
 		case ch.Wait:
 			return grant{}, false
@@ -447,10 +447,12 @@ func (c *core) try(w *waiter) (grant, bool) {
 			if first && !c.roomFor(w.key) && len(es)+c.dialing[w.key] < c.maxPerHost {
 				c.closeOldestIdle() // make room under the total limit, as browsers do
 			}
-			if first && !c.roomFor(w.key) && ch.Fresh {
+			if first && !c.roomFor(w.key) && ch.Fresh && i == 0 {
 				// The policy prefers a new connection on this path to what
 				// the pool has: replace an idle one of this destination on
 				// another path, or the host limit would keep the path unused.
+				// Not for a fallback: that would close the very connection
+				// a better choice may be about to free.
 				c.closeIdleOf(es, ch.Path)
 			}
 			es = c.entries[w.key] // without what was just closed

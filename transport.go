@@ -339,17 +339,22 @@ type countingBody struct {
 	// The rate sample starts after the first Read: what that returns was
 	// mostly buffered with the headers, and a 1 KB body read in
 	// microseconds would claim a capacity of gigabits.
-	sampleFrom  atomic.Int64 // bytes read by the first Read
-	sampleStart atomic.Int64 // its time, Unix nanoseconds; 0 before it
+	sampleFrom     atomic.Int64 // bytes read by the first Read
+	sampleStart    atomic.Int64 // its time, Unix nanoseconds; 0 before it
+	pathDelivered0 atomic.Int64 // the path's delivered bytes then
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	total := b.n.Add(int64(n))
 	b.e.bytesIn.Add(int64(n))
-	if n > 0 && b.sampleStart.Load() == 0 {
-		b.sampleFrom.Store(total)
-		b.sampleStart.Store(time.Now().UnixNano())
+	if n > 0 {
+		onPath := b.e.path.delivered(int64(n))
+		if b.sampleStart.Load() == 0 {
+			b.sampleFrom.Store(total)
+			b.pathDelivered0.Store(onPath)
+			b.sampleStart.Store(time.Now().UnixNano())
+		}
 	}
 	for {
 		owed := b.expect.Load()
@@ -382,8 +387,10 @@ func (b *countingBody) finish() {
 	now := time.Now()
 	d := now.Sub(b.start)
 	n := b.n.Load()
-	if from := b.sampleStart.Load(); from != 0 {
-		b.e.path.sampleTransfer(n-b.sampleFrom.Load(), now.Sub(time.Unix(0, from)))
+	// An MPTCP connection's bytes came over several paths: no sample of one.
+	if from := b.sampleStart.Load(); from != 0 && !b.e.mptcp {
+		b.e.path.sampleTransfer(n-b.sampleFrom.Load(), b.e.path.delivered(0)-b.pathDelivered0.Load(),
+			now.Sub(time.Unix(0, from)))
 	}
 	b.t.count(b.e.path, func(s *TransportPathStats) {
 		s.BytesReceived += n

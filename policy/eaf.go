@@ -98,7 +98,8 @@ func (e *EAF) options(req *intents.Request, models []pathModel, opts []option) [
 
 // idleFirst moves the earliest option on an idle path to the front if it
 // arrives before the queue's fluid end: all bytes in flight and queued at
-// the summed capacity of the paths.
+// the summed capacity of the paths. Only objects that would load the best
+// path's capacity move (see below).
 func (e *EAF) idleFirst(req *intents.Request, models []pathModel, opts []option) []option {
 	if req.Queued <= 0 || len(opts) < 2 || req.Intents.SizeToBeReceived <= 0 {
 		return opts
@@ -110,6 +111,12 @@ func (e *EAF) idleFirst(req *intents.Request, models []pathModel, opts []option)
 		capacity += pm.cap
 		rtt = min(rtt, pm.rtt)
 	}
+	pathOf := func(o option) *intents.Path {
+		if o.choice.Reuse != nil {
+			return o.choice.Reuse.Path
+		}
+		return o.choice.Path
+	}
 	idle := func(p *intents.Path) bool {
 		i := slices.Index(req.Paths, p)
 		return i >= 0 && models[i].pending <= 0
@@ -117,12 +124,18 @@ func (e *EAF) idleFirst(req *intents.Request, models []pathModel, opts []option)
 	if capacity <= 0 {
 		return opts
 	}
+	// An object smaller than the best path's bandwidth-delay product costs
+	// it round trips, not capacity: sent elsewhere it would spare the busy
+	// path next to nothing and hold one of the host's few connections for
+	// the idle path's longer set-up and transfer.
+	if i := slices.Index(req.Paths, pathOf(opts[0])); i >= 0 {
+		if best := models[i]; float64(req.Intents.SizeToBeReceived) < best.cap*best.rtt {
+			return opts
+		}
+	}
 	end := max(opts[0].at, seconds(rtt+(load+float64(req.Queued+req.Intents.SizeToBeReceived))/capacity))
 	for i, o := range opts {
-		p := o.choice.Path
-		if o.choice.Reuse != nil {
-			p = o.choice.Reuse.Path
-		}
+		p := pathOf(o)
 		if i == 0 && idle(p) {
 			return opts // the earliest is on an idle path already
 		}

@@ -54,18 +54,26 @@ type pathModel struct {
 	iw      float64 // bytes
 	cap     float64 // capacity, bytes per second
 	pending float64 // bytes other transfers on the path still expect
+	active  float64 // connections with transfers in progress
 }
 
-// shared bounds a transfer's time by the path's backlog: with pending
-// bytes ahead of or beside it, size bytes cannot be in before
-// (pending + size) / capacity. The prototype's free share alone misses
-// load whose delivery rate has not been measured yet, as when a page's
-// requests all start at once.
+// shared bounds a transfer's time by the path's backlog. The transfers
+// beside it share the capacity fairly (as TCP's do, roughly), so until
+// this one's size bytes are in each of the active others has had at most
+// as many: it cannot be in before (min(pending, active·size) + size) /
+// capacity. The prototype's free share alone misses load whose delivery
+// rate has not been measured yet, as when a page's requests all start at
+// once; a bound of all pending bytes (first come, first served) would
+// make a small object wait for a large one it would in fact overtake.
 func (pm pathModel) shared(size, t float64) float64 {
 	if pm.pending <= 0 || pm.cap <= 0 {
 		return t
 	}
-	return max(t, (pm.pending+size)/pm.cap)
+	ahead := pm.pending
+	if pm.active > 0 {
+		ahead = min(ahead, pm.active*size)
+	}
+	return max(t, (ahead+size)/pm.cap)
 }
 
 func (m *Model) path(p *intents.Path) pathModel {
@@ -121,7 +129,7 @@ func (m *Model) pathWith(e intents.Estimate, fallbackRTT time.Duration, fallback
 		capacity = bw
 	}
 	return pathModel{rtt: rtt.Seconds(), free: float64(free) / 8, iw: float64(iw * mss),
-		cap: float64(capacity) / 8, pending: float64(e.Pending)}
+		cap: float64(capacity) / 8, pending: float64(e.Pending), active: float64(e.Active)}
 }
 
 // bytesBy is how many bytes have arrived tau seconds after the first

@@ -155,6 +155,11 @@ func client() {
 			}
 			c.closeIdle()
 			if cfg.Trace == c.key && c.m != nil {
+				log.Printf("load: PLT %v", res.PLT.Round(time.Millisecond))
+				for i, o := range res.Objects {
+					log.Printf("object %d (%d B) on %s: %v to %v", i, o.Bytes, o.Path,
+						o.Start.Round(time.Millisecond), o.End.Round(time.Millisecond))
+				}
 				for _, p := range c.m.Paths() {
 					e := p.Estimate()
 					log.Printf("%s after the load: RTT %v, capacity %.2f Mbit/s, rate %.2f Mbit/s, loss %.3f",

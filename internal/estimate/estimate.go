@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -65,6 +66,7 @@ type Path struct {
 	pending   int64
 	probes    [probeHistory]time.Duration
 	nProbes   int
+	delivered atomic.Int64
 }
 
 // New returns a Path with priors: rtt and rate (bits/s) stand until
@@ -127,22 +129,25 @@ func (p *Path) addDelivery(bytes int64, d time.Duration) {
 const InitialWindow = 10 * 1448
 
 // AddTransfer adds a response body's delivery: bytes over d from its first
-// byte on. Unlike a plain delivery sample it can show the path's capacity:
-// slow start from an initial window delivers bytes in ⌈log2(bytes/IW+1)⌉
-// rounds, the first of which came with the first byte; a transfer that
-// took more than twice the remaining rounds at the minimum RTT was held
-// back by the path. A quicker one was held back by the sender's window
-// (small objects, long RTTs), so its rate only bounds the capacity from
-// below. Transfers of one initial window or less are ignored: their bytes
-// arrive in one burst, often already buffered by the receiver, and their
-// pace tells nothing but the host's speed.
-func (p *Path) AddTransfer(bytes int64, d time.Duration) {
+// byte on, while the path delivered pathBytes in all (this transfer's and
+// those beside it: see Delivered). The rate sample is the path's, so that
+// transfers sharing the path do not each report only their share. Unlike
+// a plain delivery sample it can show the path's capacity: slow start
+// from an initial window delivers bytes in ⌈log2(bytes/IW+1)⌉ rounds, the
+// first of which came with the first byte; a transfer that took more than
+// twice the remaining rounds at the minimum RTT was held back by the path.
+// A quicker one was held back by the sender's window (small objects, long
+// RTTs), so its rate only bounds the capacity from below. Transfers of one
+// initial window or less are ignored: their bytes arrive in one burst,
+// often already buffered by the receiver, and their pace tells nothing but
+// the host's speed.
+func (p *Path) AddTransfer(bytes, pathBytes int64, d time.Duration) {
 	if bytes <= InitialWindow || d <= 0 {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.addDelivery(bytes, d)
+	p.addDelivery(max(bytes, pathBytes), d)
 	minRTT, ok := p.minRTT.get()
 	if !ok {
 		return
@@ -152,6 +157,11 @@ func (p *Path) AddTransfer(bytes int64, d time.Duration) {
 		p.shown = true
 	}
 }
+
+// Delivered counts n more bytes delivered on the path and returns the
+// count so far; a transfer's AddTransfer takes the difference over its
+// lifetime. It takes no lock: it is called on every read.
+func (p *Path) Delivered(n int64) int64 { return p.delivered.Add(n) }
 
 // AddActive changes the count of active connections by delta.
 func (p *Path) AddActive(delta int) {

@@ -113,19 +113,31 @@ func TestProbesAndPending(t *testing.T) {
 
 func TestTransferShowsCapacityOnlyWhenThePathHeldItBack(t *testing.T) {
 	p := New(0, 0)
-	p.AddTransfer(100_000, 400*time.Millisecond)
+	p.AddTransfer(100_000, 0, 400*time.Millisecond)
 	assert.False(t, p.Snapshot().CapacityShown, "without an RTT nothing tells")
 	p.AddRTT(20 * time.Millisecond)
 	// 100 kB: slow start needs 3 rounds, 2 after the first byte (40 ms).
-	p.AddTransfer(100_000, 50*time.Millisecond)
+	p.AddTransfer(100_000, 0, 50*time.Millisecond)
 	assert.False(t, p.Snapshot().CapacityShown, "quick enough for slow start alone: a floor")
-	p.AddTransfer(10_000, time.Second)
+	p.AddTransfer(10_000, 0, time.Second)
 	assert.False(t, p.Snapshot().CapacityShown, "within the initial window: a floor")
-	p.AddTransfer(10_000, time.Microsecond)
+	p.AddTransfer(10_000, 0, time.Microsecond)
 	assert.InDelta(t, 16e6, p.Snapshot().MaxRate, 1, "one window in a burst is no rate sample")
-	p.AddTransfer(100_000, 400*time.Millisecond)
+	p.AddTransfer(100_000, 0, 400*time.Millisecond)
 	s := p.Snapshot()
 	assert.True(t, s.CapacityShown, "ten times slow start's time: the path held it back")
 	assert.InDelta(t, 16e6, s.MaxRate, 1, "the fastest sample, 100 kB in 50 ms")
 	assert.True(t, New(0, 5e6).Snapshot().CapacityShown, "a configured capacity counts as known")
+}
+
+func TestTransfersBesideEachOtherSampleThePathsRate(t *testing.T) {
+	p := New(0, 0)
+	start := p.Delivered(0)
+	// Two transfers of 100 kB share the path for 400 ms: each one's own
+	// rate is half the path's.
+	for range 2 {
+		p.Delivered(100_000)
+	}
+	p.AddTransfer(100_000, p.Delivered(0)-start, 400*time.Millisecond)
+	assert.InDelta(t, 4e6, p.Snapshot().MaxRate, 1, "200 kB in 400 ms, not 100 kB")
 }
