@@ -123,6 +123,10 @@ type waiter struct {
 	// new one; waitedOut are the connections it ended waits for.
 	timer     *time.Timer
 	waitedOut map[*entry]bool
+	// wantsPath is the path its policy last wanted a new connection on
+	// when the destination had none there and no room: it is served before
+	// the queue when a connection goes idle (see serveWaiters).
+	wantsPath *Path
 }
 
 // maxWaitForBusy bounds how long a request waits for a particular busy
@@ -162,26 +166,28 @@ type core struct {
 	maxTotal    int
 	idleTimeout time.Duration
 
-	mu       sync.Mutex
-	entries  map[string][]*entry // by key
-	dialing  map[string]int      // dials in progress, by key
-	total    int                 // entries plus dials in progress
-	waiters  []*waiter           // FIFO
-	stats    map[string]*PathStats
-	nextID   uint64
-	closed   bool
-	unsub    func()
-	sweeper  *time.Timer // closes idle connections; armed while there are any
-	ticker   *time.Timer // samples active connections; armed while there are any
-	lastTick time.Time
-	windows  map[string]*deliveryWindow // by path name
+	mu      sync.Mutex
+	entries map[string][]*entry // by key
+	dialing map[string]int      // dials in progress, by key
+	// dialingOn counts the dials in progress by key and path.
+	dialingOn map[dialKey]int
+	total     int       // entries plus dials in progress
+	waiters   []*waiter // FIFO
+	stats     map[string]*PathStats
+	nextID    uint64
+	closed    bool
+	unsub     func()
+	sweeper   *time.Timer // closes idle connections; armed while there are any
+	ticker    *time.Timer // samples active connections; armed while there are any
+	lastTick  time.Time
+	windows   map[string]*deliveryWindow // by path name
 
 	testHookQueued func() // called under mu when a request joins the queue
 }
 
 func newCore(m *Manager, perHost, total int, idle time.Duration) *core {
 	c := &core{m: m, maxPerHost: perHost, maxTotal: total, idleTimeout: idle,
-		entries: map[string][]*entry{}, dialing: map[string]int{}, stats: map[string]*PathStats{}}
+		entries: map[string][]*entry{}, dialing: map[string]int{}, dialingOn: map[dialKey]int{}, stats: map[string]*PathStats{}}
 	if c.maxPerHost <= 0 {
 		c.maxPerHost = DefaultMaxConnsPerHost
 	}
@@ -248,7 +254,7 @@ func (c *core) acquire(ctx context.Context, key string, dest Destination, in *In
 			g.path.addActive(-1)
 			g.path.addPending(-g.size)
 			c.mu.Lock()
-			c.dialing[key]--
+			c.dialDone(key, g.path)
 			c.total--
 			c.serveWaiters()
 			c.mu.Unlock()
@@ -266,7 +272,7 @@ func (c *core) acquire(ctx context.Context, key string, dest Destination, in *In
 		c.mu.Lock()
 		c.nextID++
 		e.id = c.nextID
-		c.dialing[key]--
+		c.dialDone(key, g.path)
 		// The dial's provisional counts become the entry's.
 		g.path.addActive(-1)
 		g.path.addPending(-g.size)
@@ -371,7 +377,7 @@ func (c *core) undo(g grant) {
 		g.path.addActive(-1)
 		g.path.addPending(-g.size)
 		c.mu.Lock()
-		c.dialing[g.key]--
+		c.dialDone(g.key, g.path)
 		c.total--
 		c.serveWaiters()
 		c.mu.Unlock()
@@ -404,7 +410,7 @@ func (c *core) try(w *waiter) (grant, bool) {
 			}
 		}
 	}
-	w.wants = nil
+	w.wants, w.wantsPath = nil, nil
 	d, err := c.m.decide(w.ctx, w.in, w.dest, cands, w.skip, c.queuedBytes(w))
 	if err != nil {
 		return grant{err: err}, true
@@ -447,17 +453,25 @@ func (c *core) try(w *waiter) (grant, bool) {
 			if first && !c.roomFor(w.key) && len(es)+c.dialing[w.key] < c.maxPerHost {
 				c.closeOldestIdle() // make room under the total limit, as browsers do
 			}
-			if first && !c.roomFor(w.key) && ch.Fresh && i == 0 {
+			unused := i == 0 && ch.Fresh && !c.roomFor(w.key) && c.unusedPath(w.key, es, ch.Path)
+			if unused {
+				w.wantsPath = ch.Path
+			}
+			if (first || unused) && !c.roomFor(w.key) && ch.Fresh && i == 0 {
 				// The policy prefers a new connection on this path to what
 				// the pool has: replace an idle one of this destination on
 				// another path, or the host limit would keep the path unused.
 				// Not for a fallback: that would close the very connection
-				// a better choice may be about to free.
+				// a better choice may be about to free. A waiter behind
+				// others may do it only for a path the destination has no
+				// connection on (see serveWaiters).
 				c.closeIdleOf(es, ch.Path)
 			}
 			es = c.entries[w.key] // without what was just closed
 			if c.roomFor(w.key) {
 				c.dialing[w.key]++
+				c.dialingOn[dialKey{w.key, ch.Path}]++
+				w.wantsPath = nil
 				c.total++
 				// Count the dial on its path at once, so that decisions made
 				// while it is under way see the load.
@@ -470,6 +484,36 @@ func (c *core) try(w *waiter) (grant, bool) {
 		}
 	}
 	return grant{}, false
+}
+
+// dialKey names the dials in progress to one destination over one path.
+type dialKey struct {
+	key  string
+	path *Path
+}
+
+// dialDone ends the count of a dial in progress, under c.mu.
+func (c *core) dialDone(key string, p *Path) {
+	c.dialing[key]--
+	if k := (dialKey{key, p}); c.dialingOn[k] > 1 {
+		c.dialingOn[k]--
+	} else {
+		delete(c.dialingOn, k)
+	}
+}
+
+// unusedPath reports whether the destination has no connection, open or
+// being opened, on p.
+func (c *core) unusedPath(key string, es []*entry, p *Path) bool {
+	if c.dialingOn[dialKey{key, p}] > 0 {
+		return false
+	}
+	for _, e := range es {
+		if e.path == p {
+			return false
+		}
+	}
+	return true
 }
 
 // waitingAhead reports whether a waiter for w's destination is ahead of w.
@@ -674,6 +718,26 @@ func (c *core) sweep() {
 // behind it go their own ways (a new connection, another free one); none
 // takes that connection before it.
 func (c *core) serveWaiters() {
+	// First the waiters whose policy wants a path their destination has no
+	// connection on: a page whose requests queue at the host's limit would
+	// otherwise use that path only once the requests ahead, which the
+	// policy keeps on the busy path, are all under way. A connection gone
+	// idle is better spent opening the unused path.
+	for i := 0; i < len(c.waiters); {
+		w := c.waiters[i]
+		if w.wantsPath == nil || w.ctx.Err() != nil || !c.idleElsewhere(w.key, w.wantsPath) {
+			i++
+			continue
+		}
+		g, ok := c.try(w)
+		if !ok {
+			i++
+			continue
+		}
+		c.waiters = slices.Delete(c.waiters, i, i+1)
+		w.stopTimer()
+		w.ch <- g
+	}
 	var blocked map[string]bool
 	for i := 0; i < len(c.waiters); {
 		w := c.waiters[i]
@@ -698,6 +762,17 @@ func (c *core) serveWaiters() {
 		w.stopTimer()
 		w.ch <- g
 	}
+}
+
+// idleElsewhere reports whether the destination has an idle connection on
+// a path other than p.
+func (c *core) idleElsewhere(key string, p *Path) bool {
+	for _, e := range c.entries[key] {
+		if e.path != p && e.c.inFlight() == 0 && !e.removed {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrPathDown is matched (errors.Is) by the errors of requests whose path
