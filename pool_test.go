@@ -367,6 +367,56 @@ func TestFreshChoiceClosesTheLastIdleOfAnotherPath(t *testing.T) {
 	c.undo(g)
 }
 
+// At the host's limit, with every connection on path a, a waiter whose
+// policy wants a new connection on the unused path b gets the next
+// connection to go idle (closed, for b's), before the waiters ahead of it
+// that the policy keeps on a.
+func TestAWaiterForAnUnusedPathTakesTheNextIdleSlot(t *testing.T) {
+	a := &Path{Name: "a", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.0.1")}}
+	b := &Path{Name: "b", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.1.1")}}
+	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+		if req.Intents.SizeToBeReceived > 1000 {
+			d.Choices = append(d.Choices, Choice{Path: b, Fresh: true})
+		}
+		for i := range req.Candidates { // any connection on a, the free ones first
+			if req.Candidates[i].Available > 0 {
+				d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
+			}
+		}
+		for i := range req.Candidates {
+			d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
+		}
+	}))
+	paths := []*Path{a, b}
+	m.paths.Store(&paths)
+	c := newCore(m, 2, 17, time.Minute)
+	e1 := &entry{id: 1, key: "k", path: a, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
+	e2 := &entry{id: 2, key: "k", path: a, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
+	c.entries["k"] = []*entry{e1, e2}
+	c.total = 2
+	dest := Destination{Network: "tcp", Host: "192.0.2.1", Port: 80}
+	small := &waiter{ctx: context.Background(), key: "k", dest: dest, in: &Intents{SizeToBeReceived: 1000}, ch: make(chan grant, 1)}
+	large := &waiter{ctx: context.Background(), key: "k", dest: dest, in: &Intents{SizeToBeReceived: 100_000}, ch: make(chan grant, 1)}
+	c.mu.Lock()
+	c.waiters = []*waiter{small, large}
+	c.serveWaiters()
+	require.Len(t, c.waiters, 2, "no room, nothing free: both wait")
+	e2.c.(*fakeConn).busy = false
+	c.serveWaiters()
+	c.mu.Unlock()
+	var g grant
+	select {
+	case g = <-large.ch:
+	default:
+		require.Fail(t, "the large request still waits", "waiters: %d", len(c.waiters))
+	}
+	assert.True(t, g.dial, "the large request opens path b")
+	assert.Equal(t, b, g.path)
+	assert.True(t, e2.removed, "in the slot of the connection that went idle")
+	assert.Equal(t, []*waiter{small}, c.waiters, "the small one waits for a's next")
+	c.undo(g)
+}
+
 // A waiter the policy has wait for a busy connection does not hold up
 // those behind it that the policy sends elsewhere; one that wants the same
 // connection waits behind it, and sees it waiting there.

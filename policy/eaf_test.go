@@ -254,7 +254,7 @@ func TestEAFBorrowsCapacityForAFloor(t *testing.T) {
 // object in before the queue could end anyway goes first, though the busy
 // path would have this one object sooner.
 func TestEAFUsesAnIdlePathWhileAQueueWaits(t *testing.T) {
-	p1 := &intents.Path{Name: "p1", Up: true, Prior: intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 12e6, Pending: 300_000}}
+	p1 := &intents.Path{Name: "p1", Up: true, Prior: intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 12e6, Pending: 300_000, Active: 3}}
 	p2 := &intents.Path{Name: "p2", Up: true, Prior: intents.Estimate{RTT: 100 * time.Millisecond, Bandwidth: 5e6}}
 	paths := []*intents.Path{p1, p2}
 	choose := func(queued int64) *intents.Path {
@@ -267,6 +267,26 @@ func TestEAFUsesAnIdlePathWhileAQueueWaits(t *testing.T) {
 	assert.Equal(t, p1, choose(0), "alone: the earliest arrival")
 	assert.Equal(t, p1, choose(100_000), "a short queue: p1 still ends it sooner")
 	assert.Equal(t, p2, choose(2_500_000), "a page's worth queued: the idle path takes this one")
+	req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 10_000}, Paths: paths, Queued: 2_500_000}
+	var d intents.Decision
+	(&EAF{}).Decide(req, &d)
+	require.NotEmpty(t, d.Choices)
+	assert.Equal(t, p1, d.Choices[0].Path,
+		"10 kB, under p1's bandwidth-delay product (30 kB): it costs p1 round trips, not capacity, and stays")
+}
+
+// The transfers beside a new one share the path fairly: a small object
+// overtakes the large ones in flight, so only as many of their bytes as
+// its own size, each, are ahead of it (by hand: 20 ms, 10 Mbit/s =
+// 1.25 MB/s, 1 MB pending on 4 active connections).
+func TestModelSharesTheBacklogFairly(t *testing.T) {
+	p := &intents.Path{Name: "p", Up: true, Prior: intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 10e6,
+		Pending: 1_000_000, Active: 4}}
+	var m Model
+	// 10 kB: 2 RTT of set-up, then (4 · 10 kB + 10 kB) / 1.25 MB/s = 40 ms.
+	assert.Equal(t, ms(80), m.NewConn(p, 10_000, false))
+	// 500 kB: all the 1 MB is ahead or beside it: 40 ms + 1.5 MB / 1.25 MB/s.
+	assert.Equal(t, ms(1240), m.NewConn(p, 500_000, false))
 }
 
 // Requests already waiting for a busy connection each cost it a round
