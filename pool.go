@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
@@ -235,7 +236,9 @@ func (c *core) acquire(ctx context.Context, key string, dest Destination, in *In
 	var skip []*Path
 	var firstErr error
 	for {
+		asked := time.Now()
 		g, err := c.wait(ctx, key, dest, in, skip)
+		c.logGrant(ctx, in, g, asked)
 		if err != nil {
 			if firstErr != nil && errors.Is(err, ErrNoPath) {
 				return acquired{}, firstErr // every path failed: say how the first did
@@ -292,6 +295,21 @@ func (c *core) acquire(ctx context.Context, key string, dest Destination, in *In
 		}
 		return acquired{e: e}, nil
 	}
+}
+
+// logGrant logs, at debug level, what the pool gave a request and how
+// long it waited: the decisions logged before say what the policy wanted,
+// this what the request got.
+func (c *core) logGrant(ctx context.Context, in *Intents, g grant, asked time.Time) {
+	if c.m == nil || c.m.cfg.Logger == nil || g.err != nil || !c.m.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	got := "new on " + pathName(g.path)
+	if !g.dial {
+		got = "reuse #" + strconv.FormatUint(g.e.id, 10) + " on " + pathName(g.e.path)
+	}
+	c.m.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "intents grant", slog.String("intents", in.String()),
+		slog.String("got", got), slog.Duration("waited", time.Since(asked)))
 }
 
 func isMPTCP(c net.Conn) bool {
@@ -389,7 +407,11 @@ func (c *core) undo(g grant) {
 }
 
 // try decides for w under c.mu: a grant, or false to keep waiting.
-func (c *core) try(w *waiter) (grant, bool) {
+func (c *core) try(w *waiter) (grant, bool) { return c.tryChoices(w, nil) }
+
+// tryChoices is try; with only set, it takes nothing but a new connection
+// on only, and that only if the policy still wants it first.
+func (c *core) tryChoices(w *waiter, only *Path) (grant, bool) {
 	now := time.Now()
 	// Drop dead connections first, so neither the policy nor the limits
 	// count them.
@@ -416,6 +438,9 @@ func (c *core) try(w *waiter) (grant, bool) {
 		return grant{err: err}, true
 	}
 	for i, ch := range d.choices {
+		if only != nil && (i > 0 || ch.Wait || ch.Reuse != nil || !ch.Fresh || ch.Path != only) {
+			return grant{}, false
+		}
 		switch {
 		case ch.Wait:
 			return grant{}, false
@@ -428,6 +453,13 @@ func (c *core) try(w *waiter) (grant, bool) {
 				if g, ok := c.reserve(w, e, now); ok {
 					return g, true
 				}
+			}
+			// A free connection on the same path does at least as well as
+			// waiting for this busy one: taken in queue order, as net/http
+			// hands out its connections, so a request behind cannot take
+			// it first and leave this one waiting behind a long transfer.
+			if g, ok := c.freeOnFor(w, es, e.path, now); ok {
+				return g, true
 			}
 			if w.waitedOut[e] && c.roomFor(w.key) {
 				continue // waited long enough for it: the next choice
@@ -565,6 +597,19 @@ func (c *core) freeOn(w *waiter, es []*entry, p *Path, now time.Time) (grant, bo
 		return grant{}, false
 	}
 	return c.reserve(w, best, now)
+}
+
+// freeOnFor reserves for w a connection on path p that is free and that
+// no waiter ahead of w waits for.
+func (c *core) freeOnFor(w *waiter, es []*entry, p *Path, now time.Time) (grant, bool) {
+	for _, e := range es {
+		if e.path == p && e.c.available() > 0 && !c.wantedAhead(w, e) {
+			if g, ok := c.reserve(w, e, now); ok {
+				return g, true
+			}
+		}
+	}
+	return grant{}, false
 }
 
 // reserve takes a slot on e for a grant, under c.mu.
@@ -729,7 +774,9 @@ func (c *core) serveWaiters() {
 			i++
 			continue
 		}
-		g, ok := c.try(w)
+		wanted := w.wantsPath
+		g, ok := c.tryChoices(w, wanted)
+		w.wantsPath = wanted // it keeps its place in the queue for anything else
 		if !ok {
 			i++
 			continue

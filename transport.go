@@ -349,7 +349,10 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	total := b.n.Add(int64(n))
 	b.e.bytesIn.Add(int64(n))
 	if n > 0 {
-		onPath := b.e.path.delivered(int64(n))
+		var onPath int64
+		if !b.e.mptcp { // its bytes came over several paths
+			onPath = b.e.path.delivered(int64(n))
+		}
 		if b.sampleStart.Load() == 0 {
 			b.sampleFrom.Store(total)
 			b.pathDelivered0.Store(onPath)
@@ -387,10 +390,15 @@ func (b *countingBody) finish() {
 	now := time.Now()
 	d := now.Sub(b.start)
 	n := b.n.Load()
-	// An MPTCP connection's bytes came over several paths: no sample of one.
-	if from := b.sampleStart.Load(); from != 0 && !b.e.mptcp {
-		b.e.path.sampleTransfer(n-b.sampleFrom.Load(), b.e.path.delivered(0)-b.pathDelivered0.Load(),
-			now.Sub(time.Unix(0, from)))
+	if from := b.sampleStart.Load(); from != 0 {
+		// An MPTCP connection's bytes came over several paths: its own rate
+		// is all it tells, and it is charged to its first path (a policy
+		// that uses MPTCP learns nothing else about it).
+		pathBytes := int64(0)
+		if !b.e.mptcp {
+			pathBytes = b.e.path.delivered(0) - b.pathDelivered0.Load()
+		}
+		b.e.path.sampleTransfer(n-b.sampleFrom.Load(), pathBytes, now.Sub(time.Unix(0, from)))
 	}
 	b.t.count(b.e.path, func(s *TransportPathStats) {
 		s.BytesReceived += n

@@ -236,18 +236,20 @@ func (m *Model) MPTCP(first, second *intents.Path, size int64, tls bool) time.Du
 	done := func(t float64) bool { return a.bytesBy(t-startA, false)+b.bytesBy(t-startB, false) >= s }
 	// Bisect between the first subflow's data and when it alone would be done.
 	lo, hi := startA, startA+a.transfer(s, false)
-	if done(lo) {
-		return seconds(lo)
-	}
-	for range 50 {
-		mid := (lo + hi) / 2
-		if done(mid) {
-			hi = mid
-		} else {
-			lo = mid
+	if !done(lo) {
+		for range 50 {
+			mid := (lo + hi) / 2
+			if done(mid) {
+				hi = mid
+			} else {
+				lo = mid
+			}
 		}
+		lo = hi
 	}
-	return seconds(hi)
+	// The backlog of both paths, shared as for one (see shared).
+	both := pathModel{cap: a.cap + b.cap, pending: a.pending + b.pending, active: a.active + b.active}
+	return seconds(startA + both.shared(s, lo-startA))
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -154,12 +154,14 @@ func client() {
 				log.Fatalf("%s, %s, %s: %v", cfg.Scenario, w.Name, contenderNames[c.key], err)
 			}
 			c.closeIdle()
-			if cfg.Trace == c.key && c.m != nil {
+			if cfg.Trace == c.key {
 				log.Printf("load: PLT %v", res.PLT.Round(time.Millisecond))
 				for i, o := range res.Objects {
 					log.Printf("object %d (%d B) on %s: %v to %v", i, o.Bytes, o.Path,
 						o.Start.Round(time.Millisecond), o.End.Round(time.Millisecond))
 				}
+			}
+			if cfg.Trace == c.key && c.m != nil {
 				for _, p := range c.m.Paths() {
 					e := p.Estimate()
 					log.Printf("%s after the load: RTT %v, capacity %.2f Mbit/s, rate %.2f Mbit/s, loss %.3f",

@@ -166,7 +166,7 @@ func main() {
 	sample := flag.Int("sample", 0, "run only this many scenarios, picked at random (with -seed)")
 	seed := flag.Uint64("seed", 1, "seed for -sample")
 	out := flag.String("out", "pageload-results", "folder for the CSV files and plots")
-	trace := flag.String("trace", "", "log every decision of this (intents) contender to stderr: intents, options, predictions, choice")
+	trace := flag.String("trace", "", "log this contender's loads to stderr (each object's start, end and path) and, for an intents contender, every decision and the paths' estimates")
 	flag.Parse()
 
 	scens, err := parseScenarios(*scenSpec)
