@@ -128,6 +128,7 @@ type waiter struct {
 	// when the destination had none there and no room: it is served before
 	// the queue when a connection goes idle (see serveWaiters).
 	wantsPath *Path
+	decided   bool // the policy was asked at least once
 }
 
 // maxWaitForBusy bounds how long a request waits for a particular busy
@@ -432,7 +433,7 @@ func (c *core) tryChoices(w *waiter, only *Path) (grant, bool) {
 			}
 		}
 	}
-	w.wants, w.wantsPath = nil, nil
+	w.wants, w.wantsPath, w.decided = nil, nil, true
 	d, err := c.m.decide(w.ctx, w.in, w.dest, cands, w.skip, c.queuedBytes(w))
 	if err != nil {
 		return grant{err: err}, true
@@ -792,6 +793,14 @@ func (c *core) serveWaiters() {
 			i++ // a cancelled waiter's own goroutine removes it
 			continue
 		}
+		if w.decided && !c.roomFor(w.key) && !c.anyFree(w.key) {
+			// Nothing to be had: no room for a new connection, no free
+			// one (and so no idle one to close for room). Asking the policy
+			// again would change nothing but cost a decision per waiter per
+			// change, thousands for a page; its last decision stands.
+			i++
+			continue
+		}
 		g, ok := c.try(w)
 		if !ok {
 			if w.wants == nil {
@@ -809,6 +818,17 @@ func (c *core) serveWaiters() {
 		w.stopTimer()
 		w.ch <- g
 	}
+}
+
+// anyFree reports whether the destination has a connection that can take
+// a request now.
+func (c *core) anyFree(key string) bool {
+	for _, e := range c.entries[key] {
+		if e.c.available() > 0 && !e.removed {
+			return true
+		}
+	}
+	return false
 }
 
 // idleElsewhere reports whether the destination has an idle connection on

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -415,6 +416,89 @@ func TestAWaiterForAnUnusedPathTakesTheNextIdleSlot(t *testing.T) {
 	assert.True(t, e2.removed, "in the slot of the connection that went idle")
 	assert.Equal(t, []*waiter{small}, c.waiters, "the small one waits for a's next")
 	c.undo(g)
+}
+
+// A request waiting for one busy connection takes another on the same
+// path that frees up first, before a request behind it can: as net/http
+// hands out connections in queue order, and so that it does not wait
+// behind a long transfer while the one behind it takes the free one.
+func TestAWaiterTakesAFreeConnectionOnItsPathInQueueOrder(t *testing.T) {
+	a := &Path{Name: "a", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.0.1")}}
+	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+		// Always connection 1 first (as a policy that predicted it frees
+		// soonest), then the others.
+		for i := range req.Candidates {
+			if req.Candidates[i].ID == 1 {
+				d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
+			}
+		}
+		for i := range req.Candidates {
+			if req.Candidates[i].ID != 1 {
+				d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
+			}
+		}
+	}))
+	paths := []*Path{a}
+	m.paths.Store(&paths)
+	c := newCore(m, 2, 17, time.Minute)
+	e1 := &entry{id: 1, key: "k", path: a, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
+	e2 := &entry{id: 2, key: "k", path: a, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
+	c.entries["k"] = []*entry{e1, e2}
+	c.total = 2
+	dest := Destination{Network: "tcp", Host: "192.0.2.1", Port: 80}
+	first := &waiter{ctx: context.Background(), key: "k", dest: dest, in: &Intents{}, ch: make(chan grant, 1)}
+	second := &waiter{ctx: context.Background(), key: "k", dest: dest, in: &Intents{}, ch: make(chan grant, 1)}
+	c.mu.Lock()
+	c.waiters = []*waiter{first, second}
+	c.serveWaiters()
+	require.Len(t, c.waiters, 2)
+	assert.Same(t, e1, first.wants)
+	e2.c.(*fakeConn).busy = false
+	c.serveWaiters()
+	c.mu.Unlock()
+	var g grant
+	select {
+	case g = <-first.ch:
+	default:
+		require.Fail(t, "the first request still waits for connection 1")
+	}
+	assert.Same(t, e2, g.e, "the free connection, not a wait behind connection 1")
+	assert.Equal(t, []*waiter{second}, c.waiters)
+	c.undo(g)
+}
+
+// While nothing can be had (no room, no free connection), the waiters'
+// last decisions stand: changes on the pool do not ask the policy again
+// for each of them (a page of 50 requests took 2,000 decisions a load).
+func TestHopelessWaitersAreNotAskedAgain(t *testing.T) {
+	a := &Path{Name: "a", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.0.1")}}
+	var asked atomic.Int64
+	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+		asked.Add(1)
+		for i := range req.Candidates {
+			d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
+		}
+	}))
+	paths := []*Path{a}
+	m.paths.Store(&paths)
+	c := newCore(m, 1, 17, time.Minute)
+	busy := &entry{id: 1, key: "k", path: a, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
+	c.entries["k"] = []*entry{busy}
+	c.total = 1
+	dest := Destination{Network: "tcp", Host: "192.0.2.1", Port: 80}
+	c.mu.Lock()
+	for range 10 {
+		c.waiters = append(c.waiters, &waiter{ctx: context.Background(), key: "k", dest: dest, in: &Intents{}, ch: make(chan grant, 1)})
+	}
+	for range 5 {
+		c.serveWaiters() // as on every change of a busy connection
+	}
+	assert.EqualValues(t, 10, asked.Load(), "each asked once")
+	busy.c.(*fakeConn).busy = false
+	c.serveWaiters()
+	c.mu.Unlock()
+	assert.Len(t, c.waiters, 9, "the first in line got the connection that freed")
+	assert.Greater(t, asked.Load(), int64(10), "asked again once something could be had")
 }
 
 // A waiter the policy has wait for a busy connection does not hold up
