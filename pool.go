@@ -504,7 +504,6 @@ func (c *core) tryChoices(w *waiter, only *Path) (grant, bool) {
 			if c.roomFor(w.key) {
 				c.dialing[w.key]++
 				c.dialingOn[dialKey{w.key, ch.Path}]++
-				w.wantsPath = nil
 				c.total++
 				// Count the dial on its path at once, so that decisions made
 				// while it is under way see the load.
@@ -775,10 +774,13 @@ func (c *core) serveWaiters() {
 			i++
 			continue
 		}
-		wanted := w.wantsPath
-		g, ok := c.tryChoices(w, wanted)
-		w.wantsPath = wanted // it keeps its place in the queue for anything else
+		wants := w.wants
+		g, ok := c.tryChoices(w, w.wantsPath)
 		if !ok {
+			// Its place in the queue stands for anything else, and so does
+			// the busy connection it waits for; wantsPath is as the policy
+			// now has it.
+			w.wants = wants
 			i++
 			continue
 		}

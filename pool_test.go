@@ -375,8 +375,10 @@ func TestFreshChoiceClosesTheLastIdleOfAnotherPath(t *testing.T) {
 func TestAWaiterForAnUnusedPathTakesTheNextIdleSlot(t *testing.T) {
 	a := &Path{Name: "a", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.0.1")}}
 	b := &Path{Name: "b", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.1.1")}}
+	var wantB atomic.Bool
+	wantB.Store(true)
 	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
-		if req.Intents.SizeToBeReceived > 1000 {
+		if req.Intents.SizeToBeReceived > 1000 && wantB.Load() {
 			d.Choices = append(d.Choices, Choice{Path: b, Fresh: true})
 		}
 		for i := range req.Candidates { // any connection on a, the free ones first
@@ -416,6 +418,27 @@ func TestAWaiterForAnUnusedPathTakesTheNextIdleSlot(t *testing.T) {
 	assert.True(t, e2.removed, "in the slot of the connection that went idle")
 	assert.Equal(t, []*waiter{small}, c.waiters, "the small one waits for a's next")
 	c.undo(g)
+
+	// Once the policy no longer wants b first, the waiter gets no head
+	// start: the connection that goes idle is the first in line's.
+	wantB.Store(false)
+	e3 := &entry{id: 3, key: "k", path: a, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
+	c.entries["k"] = []*entry{e1, e3}
+	c.total = 2
+	small2 := &waiter{ctx: context.Background(), key: "k", dest: dest, in: &Intents{SizeToBeReceived: 1000}, ch: make(chan grant, 1)}
+	c.mu.Lock()
+	c.waiters = []*waiter{small2, large}
+	large.wantsPath = b // as its last decision had it
+	e3.c.(*fakeConn).busy = false
+	c.serveWaiters()
+	c.mu.Unlock()
+	select {
+	case g = <-small2.ch:
+		assert.Same(t, e3, g.e)
+	default:
+		require.Fail(t, "the first in line did not get the idle connection")
+	}
+	assert.Equal(t, []*waiter{large}, c.waiters)
 }
 
 // A request waiting for one busy connection takes another on the same
