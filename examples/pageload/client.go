@@ -35,6 +35,9 @@ var (
 		"eaf-priors": "EAF, priors (intents)",
 		"mptcp":      "MPTCP, 1st subflow p1 (net/http)",
 		"eaf-mptcp":  "EAF+MPTCP (intents)",
+		// The intents pool on path 1 only: the pool against net/http on
+		// the same path, without any path choice.
+		"path1-intents": "path 1 (intents)",
 	}
 	defaultContenders = []string{"path1", "path2", "rr", "eaf", "eaf-mptcp", "mptcp"}
 	baselines         = []string{"path1", "path2"}
@@ -113,6 +116,8 @@ func newContender(key string, cfg config) contender {
 		return withPolicy(&policy.EAF{}, true)
 	case "eaf-mptcp":
 		return withPolicy(&policy.EAFMPTCP{}, false)
+	case "path1-intents":
+		return withPolicy(policy.Single("p1"), false)
 	case "mptcp":
 		// Plain net/http over MPTCP connections whose first subflow is on
 		// path 1.
