@@ -315,25 +315,49 @@ func (f *fakeConn) unreserve()    { f.busy = false }
 func (f *fakeConn) dead() bool    { return f.closed }
 func (f *fakeConn) close()        {}
 
+// fakePath is a wired path with one address.
+func fakePath(name, addr string) *Path {
+	return &Path{Name: name, Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr(addr)}}
+}
+
+// busyEntry is a connection of destination "k" on p with a request in
+// flight.
+func busyEntry(id uint64, p *Path) *entry {
+	return &entry{id: id, key: "k", path: p, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
+}
+
+// poolWith is a pool over paths, asking m's policy, with es open to
+// destination "k".
+func poolWith(m *Manager, perHost, total int, paths []*Path, es ...*entry) *core {
+	m.paths.Store(&paths)
+	c := newCore(m, perHost, total, time.Minute)
+	c.entries["k"] = es
+	c.total = len(es)
+	return c
+}
+
+var testDest = Destination{Network: "tcp", Host: "192.0.2.1", Port: 80}
+
+// queuedWaiter is a request for destination "k" expecting size bytes.
+func queuedWaiter(size int64) *waiter {
+	return &waiter{ctx: context.Background(), key: "k", dest: testDest, in: &Intents{SizeToBeReceived: size}, ch: make(chan grant, 1)}
+}
+
 // A choice that closes an idle connection to make room, followed by one
 // that reuses another, must see the pool as it is after the close (here:
 // the connection it names is the one just closed, so it waits).
 func TestTryAfterClosingForAFreshChoice(t *testing.T) {
-	a := &Path{Name: "a", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.0.1")}}
-	b := &Path{Name: "b", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.1.1")}}
+	a := fakePath("a", "10.9.0.1")
+	b := fakePath("b", "10.9.1.1")
 	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
 		last := &req.Candidates[len(req.Candidates)-1]
 		d.Choices = append(d.Choices, Choice{Path: b, Fresh: true}, Choice{Reuse: last})
 	}))
-	paths := []*Path{a, b}
-	m.paths.Store(&paths)
-	c := newCore(m, 2, 1, time.Minute) // the total limit stays hit after one close
 	old := time.Now().Add(-time.Minute)
 	e1 := &entry{id: 1, key: "k", path: a, c: &fakeConn{}, created: old, lastUsed: time.Now()}
 	e2 := &entry{id: 2, key: "k", path: a, c: &fakeConn{}, created: old, lastUsed: old}
-	c.entries["k"] = []*entry{e1, e2}
-	c.total = 2
-	w := &waiter{ctx: context.Background(), key: "k", dest: Destination{Network: "tcp", Host: "192.0.2.1", Port: 80}, in: &Intents{}}
+	c := poolWith(m, 2, 1, []*Path{a, b}, e1, e2) // the total limit stays hit after one close
+	w := queuedWaiter(0)
 	c.mu.Lock()
 	_, ok := c.try(w)
 	c.mu.Unlock()
@@ -346,18 +370,14 @@ func TestTryAfterClosingForAFreshChoice(t *testing.T) {
 // connection on another path: it would otherwise hold the slot the policy
 // wants for its path.
 func TestFreshChoiceClosesTheLastIdleOfAnotherPath(t *testing.T) {
-	a := &Path{Name: "a", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.0.1")}}
-	b := &Path{Name: "b", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.1.1")}}
+	a := fakePath("a", "10.9.0.1")
+	b := fakePath("b", "10.9.1.1")
 	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
 		d.Choices = append(d.Choices, Choice{Path: b, Fresh: true})
 	}))
-	paths := []*Path{a, b}
-	m.paths.Store(&paths)
-	c := newCore(m, 1, 17, time.Minute)
 	e := &entry{id: 1, key: "k", path: a, c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
-	c.entries["k"] = []*entry{e}
-	c.total = 1
-	w := &waiter{ctx: context.Background(), key: "k", dest: Destination{Network: "tcp", Host: "192.0.2.1", Port: 80}, in: &Intents{}}
+	c := poolWith(m, 1, 17, []*Path{a, b}, e)
+	w := queuedWaiter(0)
 	c.mu.Lock()
 	g, ok := c.try(w)
 	c.mu.Unlock()
@@ -373,8 +393,8 @@ func TestFreshChoiceClosesTheLastIdleOfAnotherPath(t *testing.T) {
 // connection to go idle (closed, for b's), before the waiters ahead of it
 // that the policy keeps on a.
 func TestAWaiterForAnUnusedPathTakesTheNextIdleSlot(t *testing.T) {
-	a := &Path{Name: "a", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.0.1")}}
-	b := &Path{Name: "b", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.1.1")}}
+	a := fakePath("a", "10.9.0.1")
+	b := fakePath("b", "10.9.1.1")
 	var wantB atomic.Bool
 	wantB.Store(true)
 	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
@@ -390,16 +410,11 @@ func TestAWaiterForAnUnusedPathTakesTheNextIdleSlot(t *testing.T) {
 			d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
 		}
 	}))
-	paths := []*Path{a, b}
-	m.paths.Store(&paths)
-	c := newCore(m, 2, 17, time.Minute)
-	e1 := &entry{id: 1, key: "k", path: a, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
-	e2 := &entry{id: 2, key: "k", path: a, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
-	c.entries["k"] = []*entry{e1, e2}
-	c.total = 2
-	dest := Destination{Network: "tcp", Host: "192.0.2.1", Port: 80}
-	small := &waiter{ctx: context.Background(), key: "k", dest: dest, in: &Intents{SizeToBeReceived: 1000}, ch: make(chan grant, 1)}
-	large := &waiter{ctx: context.Background(), key: "k", dest: dest, in: &Intents{SizeToBeReceived: 100_000}, ch: make(chan grant, 1)}
+	e1 := busyEntry(1, a)
+	e2 := busyEntry(2, a)
+	c := poolWith(m, 2, 17, []*Path{a, b}, e1, e2)
+	small := queuedWaiter(1000)
+	large := queuedWaiter(100_000)
 	c.mu.Lock()
 	c.waiters = []*waiter{small, large}
 	c.serveWaiters()
@@ -422,10 +437,10 @@ func TestAWaiterForAnUnusedPathTakesTheNextIdleSlot(t *testing.T) {
 	// Once the policy no longer wants b first, the waiter gets no head
 	// start: the connection that goes idle is the first in line's.
 	wantB.Store(false)
-	e3 := &entry{id: 3, key: "k", path: a, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
+	e3 := busyEntry(3, a)
 	c.entries["k"] = []*entry{e1, e3}
 	c.total = 2
-	small2 := &waiter{ctx: context.Background(), key: "k", dest: dest, in: &Intents{SizeToBeReceived: 1000}, ch: make(chan grant, 1)}
+	small2 := queuedWaiter(1000)
 	c.mu.Lock()
 	c.waiters = []*waiter{small2, large}
 	large.wantsPath = b // as its last decision had it
@@ -446,7 +461,7 @@ func TestAWaiterForAnUnusedPathTakesTheNextIdleSlot(t *testing.T) {
 // hands out connections in queue order, and so that it does not wait
 // behind a long transfer while the one behind it takes the free one.
 func TestAWaiterTakesAFreeConnectionOnItsPathInQueueOrder(t *testing.T) {
-	a := &Path{Name: "a", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.0.1")}}
+	a := fakePath("a", "10.9.0.1")
 	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
 		// Always connection 1 first (as a policy that predicted it frees
 		// soonest), then the others.
@@ -461,16 +476,11 @@ func TestAWaiterTakesAFreeConnectionOnItsPathInQueueOrder(t *testing.T) {
 			}
 		}
 	}))
-	paths := []*Path{a}
-	m.paths.Store(&paths)
-	c := newCore(m, 2, 17, time.Minute)
-	e1 := &entry{id: 1, key: "k", path: a, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
-	e2 := &entry{id: 2, key: "k", path: a, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
-	c.entries["k"] = []*entry{e1, e2}
-	c.total = 2
-	dest := Destination{Network: "tcp", Host: "192.0.2.1", Port: 80}
-	first := &waiter{ctx: context.Background(), key: "k", dest: dest, in: &Intents{}, ch: make(chan grant, 1)}
-	second := &waiter{ctx: context.Background(), key: "k", dest: dest, in: &Intents{}, ch: make(chan grant, 1)}
+	e1 := busyEntry(1, a)
+	e2 := busyEntry(2, a)
+	c := poolWith(m, 2, 17, []*Path{a}, e1, e2)
+	first := queuedWaiter(0)
+	second := queuedWaiter(0)
 	c.mu.Lock()
 	c.waiters = []*waiter{first, second}
 	c.serveWaiters()
@@ -494,7 +504,7 @@ func TestAWaiterTakesAFreeConnectionOnItsPathInQueueOrder(t *testing.T) {
 // last decisions stand: changes on the pool do not ask the policy again
 // for each of them (a page of 50 requests took 2,000 decisions a load).
 func TestHopelessWaitersAreNotAskedAgain(t *testing.T) {
-	a := &Path{Name: "a", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.0.1")}}
+	a := fakePath("a", "10.9.0.1")
 	var asked atomic.Int64
 	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
 		asked.Add(1)
@@ -502,16 +512,11 @@ func TestHopelessWaitersAreNotAskedAgain(t *testing.T) {
 			d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
 		}
 	}))
-	paths := []*Path{a}
-	m.paths.Store(&paths)
-	c := newCore(m, 1, 17, time.Minute)
-	busy := &entry{id: 1, key: "k", path: a, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
-	c.entries["k"] = []*entry{busy}
-	c.total = 1
-	dest := Destination{Network: "tcp", Host: "192.0.2.1", Port: 80}
+	busy := busyEntry(1, a)
+	c := poolWith(m, 1, 17, []*Path{a}, busy)
 	c.mu.Lock()
 	for range 10 {
-		c.waiters = append(c.waiters, &waiter{ctx: context.Background(), key: "k", dest: dest, in: &Intents{}, ch: make(chan grant, 1)})
+		c.waiters = append(c.waiters, queuedWaiter(0))
 	}
 	for range 5 {
 		c.serveWaiters() // as on every change of a busy connection
@@ -528,7 +533,7 @@ func TestHopelessWaitersAreNotAskedAgain(t *testing.T) {
 // those behind it that the policy sends elsewhere; one that wants the same
 // connection waits behind it, and sees it waiting there.
 func TestWaiterForABusyConnectionLetsOthersPass(t *testing.T) {
-	a := &Path{Name: "a", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.0.1")}}
+	a := fakePath("a", "10.9.0.1")
 	var seenWaiting []int
 	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
 		// Small requests wait for connection 1; large ones want a new one.
@@ -543,16 +548,11 @@ func TestWaiterForABusyConnectionLetsOthersPass(t *testing.T) {
 		}
 		d.Choices = append(d.Choices, Choice{Path: a, Fresh: true})
 	}))
-	paths := []*Path{a}
-	m.paths.Store(&paths)
-	c := newCore(m, 6, 17, time.Minute)
-	busy := &entry{id: 1, key: "k", path: a, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
-	c.entries["k"] = []*entry{busy}
-	c.total = 1
-	dest := Destination{Network: "tcp", Host: "192.0.2.1", Port: 80}
-	small1 := &waiter{ctx: context.Background(), key: "k", dest: dest, in: &Intents{SizeToBeReceived: 10}, ch: make(chan grant, 1)}
-	small2 := &waiter{ctx: context.Background(), key: "k", dest: dest, in: &Intents{SizeToBeReceived: 20}, ch: make(chan grant, 1)}
-	large := &waiter{ctx: context.Background(), key: "k", dest: dest, in: &Intents{SizeToBeReceived: 5000}, ch: make(chan grant, 1)}
+	busy := busyEntry(1, a)
+	c := poolWith(m, 6, 17, []*Path{a}, busy)
+	small1 := queuedWaiter(10)
+	small2 := queuedWaiter(20)
+	large := queuedWaiter(5000)
 	c.mu.Lock()
 	c.waiters = []*waiter{small1, small2, large}
 	c.serveWaiters()
@@ -582,35 +582,28 @@ func TestWaiterForABusyConnectionLetsOthersPass(t *testing.T) {
 func TestWaitForABusyConnectionEnds(t *testing.T) {
 	defer func(d time.Duration) { maxWaitForBusy = d }(maxWaitForBusy)
 	maxWaitForBusy = 20 * time.Millisecond
-	a := &Path{Name: "a", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.9.0.1")}}
+	a := fakePath("a", "10.9.0.1")
 	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
 		for i := range req.Candidates {
 			d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
 		}
 		d.Choices = append(d.Choices, Choice{Path: a, Fresh: true})
 	}))
-	paths := []*Path{a}
-	m.paths.Store(&paths)
-	c := newCore(m, 6, 17, time.Minute)
-	held := &entry{id: 1, key: "k", path: a, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
-	c.entries["k"] = []*entry{held}
-	c.total = 1
-	g, err := c.wait(context.Background(), "k", Destination{Network: "tcp", Host: "192.0.2.1", Port: 80}, &Intents{}, nil)
+	held := busyEntry(1, a)
+	c := poolWith(m, 6, 17, []*Path{a}, held)
+	g, err := c.wait(context.Background(), "k", testDest, &Intents{}, nil)
 	require.NoError(t, err)
 	assert.True(t, g.dial, "a new connection, the held one never freed")
 	c.undo(g)
 
 	// At the host limit there is nothing else to do but wait.
-	c2 := newCore(m, 1, 17, time.Minute)
-	held2 := &entry{id: 1, key: "k", path: a, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
-	c2.entries["k"] = []*entry{held2}
-	c2.total = 1
+	c2 := poolWith(m, 1, 17, []*Path{a}, busyEntry(1, a))
 	queued := make(chan struct{})
 	c2.testHookQueued = func() { close(queued) }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
-		_, err := c2.wait(ctx, "k", Destination{Network: "tcp", Host: "192.0.2.1", Port: 80}, &Intents{}, nil)
+		_, err := c2.wait(ctx, "k", testDest, &Intents{}, nil)
 		done <- err
 	}()
 	<-queued
