@@ -168,28 +168,26 @@ type core struct {
 	maxTotal    int
 	idleTimeout time.Duration
 
-	mu      sync.Mutex
-	entries map[string][]*entry // by key
-	dialing map[string]int      // dials in progress, by key
-	// dialingOn counts the dials in progress by key and path.
-	dialingOn map[dialKey]int
-	total     int       // entries plus dials in progress
-	waiters   []*waiter // FIFO
-	stats     map[string]*PathStats
-	nextID    uint64
-	closed    bool
-	unsub     func()
-	sweeper   *time.Timer // closes idle connections; armed while there are any
-	ticker    *time.Timer // samples active connections; armed while there are any
-	lastTick  time.Time
-	windows   map[string]*deliveryWindow // by path name
+	mu       sync.Mutex
+	entries  map[string][]*entry // by key
+	dialing  map[dialKey]int     // dials in progress, by key and path
+	total    int                 // entries plus dials in progress
+	waiters  []*waiter           // FIFO
+	stats    map[string]*PathStats
+	nextID   uint64
+	closed   bool
+	unsub    func()
+	sweeper  *time.Timer // closes idle connections; armed while there are any
+	ticker   *time.Timer // samples active connections; armed while there are any
+	lastTick time.Time
+	windows  map[string]*deliveryWindow // by path name
 
 	testHookQueued func() // called under mu when a request joins the queue
 }
 
 func newCore(m *Manager, perHost, total int, idle time.Duration) *core {
 	c := &core{m: m, maxPerHost: perHost, maxTotal: total, idleTimeout: idle,
-		entries: map[string][]*entry{}, dialing: map[string]int{}, dialingOn: map[dialKey]int{}, stats: map[string]*PathStats{}}
+		entries: map[string][]*entry{}, dialing: map[dialKey]int{}, stats: map[string]*PathStats{}}
 	if c.maxPerHost <= 0 {
 		c.maxPerHost = DefaultMaxConnsPerHost
 	}
@@ -459,7 +457,7 @@ func (c *core) tryChoices(w *waiter, only *Path) (grant, bool) {
 			// waiting for this busy one: taken in queue order, as net/http
 			// hands out its connections, so a request behind cannot take
 			// it first and leave this one waiting behind a long transfer.
-			if g, ok := c.freeOnFor(w, es, e.path, now); ok {
+			if g, ok := c.freeOn(w, es, e.path, now); ok {
 				return g, true
 			}
 			if w.waitedOut[e] && c.roomFor(w.key) {
@@ -483,14 +481,10 @@ func (c *core) tryChoices(w *waiter, only *Path) (grant, bool) {
 			// closing idle connections: one passing others (see
 			// serveWaiters) would close what those ahead may yet take.
 			first := !c.waitingAhead(w)
-			if first && !c.roomFor(w.key) && len(es)+c.dialing[w.key] < c.maxPerHost {
+			if first && !c.roomFor(w.key) && len(es)+c.dialingTo(w.key) < c.maxPerHost {
 				c.closeOldestIdle() // make room under the total limit, as browsers do
 			}
-			unused := i == 0 && ch.Fresh && !c.roomFor(w.key) && c.unusedPath(w.key, es, ch.Path)
-			if unused {
-				w.wantsPath = ch.Path
-			}
-			if (first || unused) && !c.roomFor(w.key) && ch.Fresh && i == 0 {
+			if i == 0 && ch.Fresh && !c.roomFor(w.key) {
 				// The policy prefers a new connection on this path to what
 				// the pool has: replace an idle one of this destination on
 				// another path, or the host limit would keep the path unused.
@@ -498,12 +492,17 @@ func (c *core) tryChoices(w *waiter, only *Path) (grant, bool) {
 				// a better choice may be about to free. A waiter behind
 				// others may do it only for a path the destination has no
 				// connection on (see serveWaiters).
-				c.closeIdleOf(es, ch.Path)
+				unused := c.unusedPath(w.key, es, ch.Path)
+				if unused {
+					w.wantsPath = ch.Path
+				}
+				if first || unused {
+					c.closeIdleOf(es, ch.Path)
+				}
 			}
 			es = c.entries[w.key] // without what was just closed
 			if c.roomFor(w.key) {
-				c.dialing[w.key]++
-				c.dialingOn[dialKey{w.key, ch.Path}]++
+				c.dialing[dialKey{w.key, ch.Path}]++
 				c.total++
 				// Count the dial on its path at once, so that decisions made
 				// while it is under way see the load.
@@ -526,18 +525,29 @@ type dialKey struct {
 
 // dialDone ends the count of a dial in progress, under c.mu.
 func (c *core) dialDone(key string, p *Path) {
-	c.dialing[key]--
-	if k := (dialKey{key, p}); c.dialingOn[k] > 1 {
-		c.dialingOn[k]--
+	if k := (dialKey{key, p}); c.dialing[k] > 1 {
+		c.dialing[k]--
 	} else {
-		delete(c.dialingOn, k)
+		delete(c.dialing, k)
 	}
+}
+
+// dialingTo counts the dials in progress to a destination, over any path;
+// under c.mu. The map holds only dials under way: a few entries.
+func (c *core) dialingTo(key string) int {
+	n := 0
+	for k, d := range c.dialing {
+		if k.key == key {
+			n += d
+		}
+	}
+	return n
 }
 
 // unusedPath reports whether the destination has no connection, open or
 // being opened, on p.
 func (c *core) unusedPath(key string, es []*entry, p *Path) bool {
-	if c.dialingOn[dialKey{key, p}] > 0 {
+	if c.dialing[dialKey{key, p}] > 0 {
 		return false
 	}
 	for _, e := range es {
@@ -585,11 +595,11 @@ func (c *core) byID(es []*entry, id uint64) *entry {
 }
 
 // freeOn finds the most recently used connection on path p with a free
-// slot, and reserves it.
+// slot that no waiter ahead of w waits for, and reserves it.
 func (c *core) freeOn(w *waiter, es []*entry, p *Path, now time.Time) (grant, bool) {
 	var best *entry
 	for _, e := range es {
-		if e.path == p && e.c.available() > 0 && (best == nil || e.lastUsed.After(best.lastUsed)) {
+		if e.path == p && e.c.available() > 0 && !c.wantedAhead(w, e) && (best == nil || e.lastUsed.After(best.lastUsed)) {
 			best = e
 		}
 	}
@@ -597,19 +607,6 @@ func (c *core) freeOn(w *waiter, es []*entry, p *Path, now time.Time) (grant, bo
 		return grant{}, false
 	}
 	return c.reserve(w, best, now)
-}
-
-// freeOnFor reserves for w a connection on path p that is free and that
-// no waiter ahead of w waits for.
-func (c *core) freeOnFor(w *waiter, es []*entry, p *Path, now time.Time) (grant, bool) {
-	for _, e := range es {
-		if e.path == p && e.c.available() > 0 && !c.wantedAhead(w, e) {
-			if g, ok := c.reserve(w, e, now); ok {
-				return g, true
-			}
-		}
-	}
-	return grant{}, false
 }
 
 // reserve takes a slot on e for a grant, under c.mu.
@@ -632,7 +629,7 @@ func (c *core) reserve(w *waiter, e *entry, now time.Time) (grant, bool) {
 }
 
 func (c *core) roomFor(key string) bool {
-	return len(c.entries[key])+c.dialing[key] < c.maxPerHost && c.total < c.maxTotal
+	return len(c.entries[key])+c.dialingTo(key) < c.maxPerHost && c.total < c.maxTotal
 }
 
 // closeIdleOf closes the longest idle connection among es that is not on
