@@ -22,6 +22,7 @@ import (
 
 	"github.com/sockintents/intents"
 	"github.com/sockintents/intents/internal/pageload"
+	"github.com/sockintents/intents/internal/testbed"
 	"github.com/sockintents/intents/policy"
 )
 
@@ -149,7 +150,12 @@ func client() {
 	done := cfg.Done
 	defer progress(0, 0, "") // clears the line
 	for _, w := range cfg.Workloads {
-		load := func(c contender) pageload.Result {
+		server := &testbed.Netns{Name: cfg.ServerNetns}
+		load := func(c contender) (pageload.Result, testbed.TCPCounters) {
+			before, err := server.TCPCounters()
+			if err != nil {
+				log.Fatal(err)
+			}
 			l := &pageload.Loader{Transport: c.rt, SizeIntents: c.intents && cfg.SizeIntents, PathOf: localDev,
 				URL: func(host int, size int64, i int) string {
 					return fmt.Sprintf("http://10.71.100.%d/obj/%d?o=%d", host+1, size, i)
@@ -158,9 +164,15 @@ func client() {
 			if err != nil {
 				log.Fatalf("%s, %s, %s: %v", cfg.Scenario, w.Name, contenderNames[c.key], err)
 			}
+			after, err := server.TCPCounters()
+			if err != nil {
+				log.Fatal(err)
+			}
 			c.closeIdle()
+			tcp := after.Sub(before)
 			if cfg.Trace == c.key {
-				log.Printf("load: PLT %v", res.PLT.Round(time.Millisecond))
+				log.Printf("load: PLT %v; the server retransmitted %d segments, %d timeouts, %d tail loss probes",
+					res.PLT.Round(time.Millisecond), tcp.Retransmits, tcp.Timeouts, tcp.LossProbes)
 				for i, o := range res.Objects {
 					log.Printf("object %d (%d B) on %s: %v to %v", i, o.Bytes, o.Path,
 						o.Start.Round(time.Millisecond), o.End.Round(time.Millisecond))
@@ -173,7 +185,7 @@ func client() {
 						p.Name, e.RTT.Round(100*time.Microsecond), float64(e.Bandwidth)/1e6, float64(e.Rate)/1e6, e.Loss)
 				}
 			}
-			return res
+			return res, tcp
 		}
 		for _, c := range contenders {
 			if c.intents {
@@ -183,10 +195,11 @@ func client() {
 		for rep := range cfg.Reps {
 			for _, c := range contenders {
 				progress(done, cfg.Total, fmt.Sprintf("%s  %s  %s", cfg.Scenario, w.Name, contenderNames[c.key]))
-				res := load(c)
+				res, tcp := load(c)
 				done++
 				if err := enc.Encode(record{Scenario: cfg.Scenario, Workload: w.Name, Contender: c.key, Rep: rep,
-					PLT: res.PLT, Bytes: res.Bytes, Paths: res.PathCounts()}); err != nil {
+					PLT: res.PLT, Bytes: res.Bytes, Paths: res.PathCounts(),
+					Retransmits: tcp.Retransmits, Timeouts: tcp.Timeouts}); err != nil {
 					log.Fatal(err)
 				}
 			}

@@ -12,8 +12,11 @@
 // 50 ms / 5 Mbit/s; asymmetric: 20 ms / 12 Mbit/s and 100 ms / 5 Mbit/s),
 // "grid" (six cells of the paper's factor levels), "paper" (all 384 cells
 // of them; -sample N picks N at random) or cells written RATE/RTT+RATE/RTT.
-// Workloads are NxSIZE, mixed1, mixed2 or HAR files. Tables go to stdout,
-// a progress bar to stderr, CSV files and SVG plots to -out.
+// Workloads are NxSIZE, mixed1, mixed2 or HAR files. -queue sets the
+// emulated links' drop-tail queues in bandwidth-delay products (default 1);
+// every table and CSV row says which, and how many loads waited for a
+// retransmission timeout at the server. Tables go to stdout, a progress
+// bar to stderr, CSV files and SVG plots to -out.
 //
 // The server side (link emulator, web servers) runs in this process; the
 // client side runs as a copy of this program inside the client namespace,
@@ -29,6 +32,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,11 +47,36 @@ const childEnv = "INTENTS_PAGELOAD_CHILD"
 type scenario struct {
 	Name  string
 	Paths []testbed.PathSpec
+	// QueueBDP is the drop-tail queue of every link direction, in
+	// bandwidth-delay products of its path (0: the testbed's default, 1).
+	QueueBDP float64
+}
+
+// withQueue sets the drop-tail queues to bdps bandwidth-delay products
+// (at least testbed.MinQueue, as the testbed's default).
+func (sc scenario) withQueue(bdps float64) scenario {
+	paths := slices.Clone(sc.Paths)
+	for i := range paths {
+		rtt := paths[i].RTT().Seconds()
+		for _, l := range []*testbed.LinkParams{&paths[i].Up, &paths[i].Down} {
+			l.Queue = max(int(bdps*float64(l.Rate)*rtt/8), testbed.MinQueue)
+		}
+	}
+	sc.Paths, sc.QueueBDP = paths, bdps
+	return sc
+}
+
+// queueBDP is the scenario's queue depth in bandwidth-delay products.
+func (sc scenario) queueBDP() float64 {
+	if sc.QueueBDP == 0 {
+		return 1
+	}
+	return sc.QueueBDP
 }
 
 func cell(rate1 float64, rtt1 int, rate2 float64, rtt2 int) scenario {
 	name := fmt.Sprintf("%gM/%dms+%gM/%dms", rate1, rtt1, rate2, rtt2)
-	return scenario{name, []testbed.PathSpec{
+	return scenario{Name: name, Paths: []testbed.PathSpec{
 		testbed.Symmetric(time.Duration(rtt1)*time.Millisecond, int64(rate1*1e6)),
 		testbed.Symmetric(time.Duration(rtt2)*time.Millisecond, int64(rate2*1e6))}}
 }
@@ -65,9 +94,9 @@ var (
 func presets(name string) ([]scenario, bool) {
 	switch name {
 	case "symmetric":
-		return []scenario{{"symmetric", []testbed.PathSpec{testbed.Symmetric(50*time.Millisecond, 6e6), testbed.Symmetric(50*time.Millisecond, 5e6)}}}, true
+		return []scenario{{Name: "symmetric", Paths: []testbed.PathSpec{testbed.Symmetric(50*time.Millisecond, 6e6), testbed.Symmetric(50*time.Millisecond, 5e6)}}}, true
 	case "asymmetric":
-		return []scenario{{"asymmetric", []testbed.PathSpec{testbed.Symmetric(20*time.Millisecond, 12e6), testbed.Symmetric(100*time.Millisecond, 5e6)}}}, true
+		return []scenario{{Name: "asymmetric", Paths: []testbed.PathSpec{testbed.Symmetric(20*time.Millisecond, 12e6), testbed.Symmetric(100*time.Millisecond, 5e6)}}}, true
 	case "grid":
 		// Corners and middle of the paper's levels that load in seconds:
 		// a fast and a slow first interface against a near, slow and a
@@ -123,7 +152,7 @@ func parseScenarios(spec string) ([]scenario, error) {
 		if len(paths) != 2 {
 			return nil, fmt.Errorf("scenario %q: two paths, please", s)
 		}
-		out = append(out, scenario{s, paths})
+		out = append(out, scenario{Name: s, Paths: paths})
 	}
 	return out, nil
 }
@@ -136,6 +165,9 @@ type config struct {
 	Reps        int
 	SizeIntents bool
 	Trace       string // the contender whose decisions are logged
+	// ServerNetns names the server namespace, whose TCP counters tell
+	// each load's retransmissions.
+	ServerNetns string
 	// The paths' settings, for the contenders given priors.
 	RTT  []time.Duration
 	Rate []int64
@@ -150,6 +182,10 @@ type record struct {
 	PLT                           time.Duration
 	Bytes                         int64
 	Paths                         map[string]int // objects per path
+	// The server's retransmitted segments and retransmission timeouts
+	// during the load: a timeout (200 ms at least) can weigh more than
+	// anything a contender decides on a fast page.
+	Retransmits, Timeouts int64
 }
 
 func main() {
@@ -166,12 +202,19 @@ func main() {
 	sample := flag.Int("sample", 0, "run only this many scenarios, picked at random (with -seed)")
 	seed := flag.Uint64("seed", 1, "seed for -sample")
 	out := flag.String("out", "pageload-results", "folder for the CSV files and plots")
+	queue := flag.Float64("queue", 1, "drop-tail queue of each link, in bandwidth-delay products of its path (deeper: fewer losses when six connections slow-start at once)")
 	trace := flag.String("trace", "", "log this contender's loads to stderr (each object's start, end and path) and, for an intents contender, every decision and the paths' estimates")
 	flag.Parse()
 
 	scens, err := parseScenarios(*scenSpec)
 	if err != nil {
 		log.Fatal(err)
+	}
+	if *queue <= 0 {
+		log.Fatal("-queue must be positive")
+	}
+	for i := range scens {
+		scens[i] = scens[i].withQueue(*queue)
 	}
 	if *sample > 0 && *sample < len(scens) {
 		r := rand.New(rand.NewPCG(*seed, 0))
@@ -248,12 +291,18 @@ func (r run) scenario(sc scenario, done, total int) ([]record, error) {
 		return nil, err
 	}
 	cfg := config{Scenario: sc.Name, Workloads: r.workloads, Contenders: r.contenders, Reps: r.reps,
-		SizeIntents: r.sizeIntents, Trace: r.trace, Done: done, Total: total}
+		SizeIntents: r.sizeIntents, Trace: r.trace, ServerNetns: tb.Server.Name, Done: done, Total: total}
 	for _, p := range sc.Paths {
 		cfg.RTT = append(cfg.RTT, p.RTT())
 		cfg.Rate = append(cfg.Rate, p.Down.Rate)
 	}
-	return runClient(tb, cfg)
+	recs, err := runClient(tb, cfg)
+	for _, p := range tb.Paths {
+		up, down := p.Up.Stats(), p.Down.Stats()
+		fmt.Fprintf(os.Stderr, "pageload: path %d carried %d packets down, dropped %d at its queue; %d up, dropped %d\n",
+			p.Index, down.Packets, down.Drops, up.Packets, up.Drops)
+	}
+	return recs, err
 }
 
 // runClient runs this program again inside the client namespace and

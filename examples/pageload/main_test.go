@@ -38,6 +38,13 @@ func TestParseScenarios(t *testing.T) {
 	p, err := parseScenarios("paper")
 	require.NoError(t, err)
 	assert.Len(t, p, 6*4*4*4, "every combination of the paper's levels")
+	q := s[1].withQueue(2) // 6 Mbit/s × 20 ms = 15 kB, 0.5 Mbit/s × 200 ms = 12.5 kB
+	assert.Equal(t, 30_000, q.Paths[0].Down.Queue)
+	assert.Equal(t, 25_000, q.Paths[1].Up.Queue)
+	assert.Equal(t, testbed.MinQueue, s[1].withQueue(1).Paths[1].Down.Queue, "the testbed's floor")
+	assert.Zero(t, s[1].Paths[0].Down.Queue, "withQueue leaves the scenario it was called on alone")
+	assert.Equal(t, 1.0, s[1].queueBDP(), "the testbed's default")
+	assert.Equal(t, 2.0, q.queueBDP())
 	for _, bad := range []string{"", "fast", "6M/20ms", "6M+5M", "6M/20ms+5M/0ms", "x/20ms+5M/20ms"} {
 		_, err := parseScenarios(bad)
 		assert.Error(t, err, "%q", bad)
@@ -77,6 +84,9 @@ func TestSmoke(t *testing.T) {
 			n += c
 		}
 		assert.Equal(t, len(w.Objects), n, "%s: every object's path is known", rec.Contender)
+		// Every timeout sends a segment again.
+		assert.GreaterOrEqual(t, rec.Timeouts, int64(0))
+		assert.GreaterOrEqual(t, rec.Retransmits, rec.Timeouts, "%v %s: retransmissions", k, rec.Contender)
 	}
 	assert.Len(t, records, len(scens)*len(workloads)*len(keys))
 

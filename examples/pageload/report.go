@@ -31,6 +31,8 @@ type stats struct {
 	median, min, max time.Duration
 	loads            int
 	paths            map[string]int // objects per path, over all loads
+	// loads in which the server had a retransmission timeout
+	timedOut int
 }
 
 type results struct {
@@ -39,13 +41,15 @@ type results struct {
 	records    []record
 	by         map[cellKey]map[string]stats
 	bound      map[cellKey]time.Duration
-	bytes      map[string]int64 // workload bytes, by name
+	queue      map[string]float64 // queue depth in BDPs, by scenario
+	bytes      map[string]int64   // workload bytes, by name
 }
 
 func newResults(scens []scenario, workloads []pageload.Workload, contenders []string, records []record) *results {
 	r := &results{contenders: contenders, records: records, by: map[cellKey]map[string]stats{},
-		bound: map[cellKey]time.Duration{}, bytes: map[string]int64{}}
+		bound: map[cellKey]time.Duration{}, queue: map[string]float64{}, bytes: map[string]int64{}}
 	for _, sc := range scens {
+		r.queue[sc.Name] = sc.queueBDP()
 		rate, rtt := 0.0, sc.Paths[0].RTT()
 		for _, p := range sc.Paths {
 			rate += float64(p.Down.Rate)
@@ -71,6 +75,9 @@ func newResults(scens []scenario, workloads []pageload.Workload, contenders []st
 		}
 		for p, n := range rec.Paths {
 			s.paths[p] += n
+		}
+		if rec.Timeouts > 0 {
+			s.timedOut++
 		}
 		r.by[k][rec.Contender] = s
 	}
@@ -118,10 +125,10 @@ func pathList(m map[string]int) string {
 func (r *results) printTables(w io.Writer) {
 	for _, k := range r.cells {
 		best := r.best(k)
-		fmt.Fprintf(w, "\n%s, %s (%d B): lower bound %.2f s (Σ bytes / Σ rates + handshake and dependency round trips)\n",
-			k.scenario, k.workload, r.bytes[k.workload], r.bound[k].Seconds())
+		fmt.Fprintf(w, "\n%s, %s (%d B), queues of %g BDP: lower bound %.2f s (Σ bytes / Σ rates + handshake and dependency round trips)\n",
+			k.scenario, k.workload, r.bytes[k.workload], r.queue[k.scenario], r.bound[k].Seconds())
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "contender\tmedian PLT\tmin\tmax\tvs better single\tPLT / bound\tobjects per path\t")
+		fmt.Fprintln(tw, "contender\tmedian PLT\tmin\tmax\tvs better single\tPLT / bound\tloads with a timeout\tobjects per path\t")
 		for _, c := range r.contenders {
 			s, ok := r.by[k][c]
 			if !ok {
@@ -131,8 +138,8 @@ func (r *results) printTables(w io.Writer) {
 			if best > 0 {
 				vs = fmt.Sprintf("%+.0f %%", (s.median.Seconds()/best.Seconds()-1)*100)
 			}
-			fmt.Fprintf(tw, "%s\t%.2f s\t%.2f s\t%.2f s\t%s\t%.2f\t%s\t\n", contenderNames[c], s.median.Seconds(), s.min.Seconds(),
-				s.max.Seconds(), vs, s.median.Seconds()/r.bound[k].Seconds(), pathList(s.paths))
+			fmt.Fprintf(tw, "%s\t%.2f s\t%.2f s\t%.2f s\t%s\t%.2f\t%d of %d\t%s\t\n", contenderNames[c], s.median.Seconds(), s.min.Seconds(),
+				s.max.Seconds(), vs, s.median.Seconds()/r.bound[k].Seconds(), s.timedOut, s.loads, pathList(s.paths))
 		}
 		tw.Flush()
 	}
@@ -181,13 +188,14 @@ func (r *results) write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	loads := [][]string{{"scenario", "workload", "contender", "rep", "plt_s", "bytes", "lower_bound_s", "objects_per_path"}}
+	loads := [][]string{{"scenario", "workload", "contender", "rep", "plt_s", "bytes", "lower_bound_s", "objects_per_path", "server_retransmits", "server_timeouts", "queue_bdp"}}
 	for _, rec := range r.records {
 		k := cellKey{rec.Scenario, rec.Workload}
 		loads = append(loads, []string{rec.Scenario, rec.Workload, rec.Contender, strconv.Itoa(rec.Rep), secs(rec.PLT),
-			strconv.FormatInt(rec.Bytes, 10), secs(r.bound[k]), pathList(rec.Paths)})
+			strconv.FormatInt(rec.Bytes, 10), secs(r.bound[k]), pathList(rec.Paths),
+			strconv.FormatInt(rec.Retransmits, 10), strconv.FormatInt(rec.Timeouts, 10), bdps(r.queue[rec.Scenario])})
 	}
-	summary := [][]string{{"scenario", "workload", "contender", "loads", "median_s", "min_s", "max_s", "speedup_vs_better_single", "plt_over_bound"}}
+	summary := [][]string{{"scenario", "workload", "contender", "loads", "median_s", "min_s", "max_s", "speedup_vs_better_single", "plt_over_bound", "loads_with_timeout", "queue_bdp"}}
 	for _, k := range r.cells {
 		for _, c := range r.contenders {
 			s, ok := r.by[k][c]
@@ -199,7 +207,7 @@ func (r *results) write(dir string) error {
 				speedup = strconv.FormatFloat(best.Seconds()/s.median.Seconds(), 'f', 4, 64)
 			}
 			summary = append(summary, []string{k.scenario, k.workload, c, strconv.Itoa(s.loads), secs(s.median), secs(s.min), secs(s.max),
-				speedup, strconv.FormatFloat(s.median.Seconds()/r.bound[k].Seconds(), 'f', 4, 64)})
+				speedup, strconv.FormatFloat(s.median.Seconds()/r.bound[k].Seconds(), 'f', 4, 64), strconv.Itoa(s.timedOut), bdps(r.queue[k.scenario])})
 		}
 	}
 	for name, rows := range map[string][][]string{"loads.csv": loads, "summary.csv": summary} {
@@ -214,6 +222,8 @@ func (r *results) write(dir string) error {
 }
 
 func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 4, 64) }
+
+func bdps(q float64) string { return strconv.FormatFloat(q, 'g', -1, 64) }
 
 func writeCSV(name string, rows [][]string) error {
 	f, err := os.Create(name)

@@ -190,6 +190,38 @@ func TestSelfTest(t *testing.T) {
 		assert.LessOrEqual(t, overhead, 60.0, "and at most those with options")
 	})
 
+	t.Run("TCP counters count the server's retransmissions", func(t *testing.T) {
+		p := tb.Paths[0]
+		params := p.Down.Params()
+		params.Loss = 0.1
+		p.Down.Set(params)
+		defer p.Down.Set(spec.Paths[0].Down)
+		lost0 := p.Down.Stats().Losses
+		srv0, err := tb.Server.TCPCounters()
+		require.NoError(t, err)
+		cli0, err := tb.Client.TCPCounters()
+		require.NoError(t, err)
+		c, err := tb.Client.DialContext(nil)(context.Background(), "tcp", net.JoinHostPort(p.ServerAddr.String(), "9000"))
+		require.NoError(t, err)
+		const n = 200 << 10
+		var hdr [8]byte
+		binary.BigEndian.PutUint64(hdr[:], n)
+		_, err = c.Write(hdr[:])
+		require.NoError(t, err)
+		got, err := io.Copy(io.Discard, c)
+		require.NoError(t, err)
+		c.Close()
+		require.EqualValues(t, n, got)
+		srv1, err := tb.Server.TCPCounters()
+		require.NoError(t, err)
+		cli1, err := tb.Client.TCPCounters()
+		require.NoError(t, err)
+		lost := p.Down.Stats().Losses - lost0
+		t.Logf("server %+v, client %+v, %d packets lost on the way down", srv1.Sub(srv0), cli1.Sub(cli0), lost)
+		assert.Positive(t, srv1.Sub(srv0).Retransmits, "the server sent again what the link lost")
+		assert.Zero(t, cli1.Sub(cli0).Retransmits, "the client's request crossed a lossless link")
+	})
+
 	t.Run("link down and up at run time", func(t *testing.T) {
 		p := tb.Paths[1]
 		addr := net.JoinHostPort(p.ServerAddr.String(), "9000")
