@@ -46,8 +46,10 @@ type Candidate struct {
 	InFlight  int           // requests in progress on it
 	Idle      time.Duration // time since it was last used
 	Age       time.Duration // time since it was opened
-	BytesIn   int64
-	BytesOut  int64
+	// BytesIn and BytesOut are what it has received and sent so far: a
+	// connection that has received much has a congestion window to match.
+	BytesIn  int64
+	BytesOut int64
 	// Pending is how many bytes are still expected on it: the size hints of
 	// its requests in flight less what has arrived. A busy connection frees
 	// up when they are in.

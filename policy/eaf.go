@@ -80,14 +80,13 @@ func (e *EAF) options(req *intents.Request, models []pathModel, opts []option) [
 		if size == 0 {
 			at = wait + pm.rtt
 		} else {
-			warm := c.InFlight > 0 || c.Idle < warmAfterIdle
-			at = wait + e.setupRTTs(false, false)*pm.rtt + pm.shared(size, pm.transfer(size, warm))
+			at = wait + e.setupRTTs(false, false)*pm.rtt + pm.shared(size, pm.transfer(size, pm.window(c)))
 		}
 		opts = append(opts, option{choice: intents.Choice{Reuse: c}, at: seconds(at)})
 	}
 	for i, p := range req.Paths {
 		pm := models[i]
-		at := seconds(e.setupRTTs(true, req.Dest.TLS)*pm.rtt + pm.shared(size, pm.transfer(size, false)))
+		at := seconds(e.setupRTTs(true, req.Dest.TLS)*pm.rtt + pm.shared(size, pm.transfer(size, pm.iw)))
 		if size == 0 {
 			at = seconds(pm.rtt) + time.Nanosecond // a free connection there comes first
 		}

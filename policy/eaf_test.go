@@ -37,9 +37,20 @@ func TestModelByHand(t *testing.T) {
 	// 1 MB on p2: six rounds (14480 · (2^6 - 1) = 912240 B by 600 ms), then
 	// the window exceeds 6.25 MB/s: 200 + 600 + 87760 / 6.25e6 s = 814.0416 ms.
 	assert.InDelta(t, 814.0416, float64(m.NewConn(p2, 1e6, false))/1e6, 0.001)
-	// Reusing a warm connection: one round trip, then the free rate.
-	c := &intents.Candidate{ID: 1, Path: p2, Available: 1, Idle: 100 * time.Millisecond}
+	// 100 kB on p2 ends inside a round the window limits: 43440 B by the
+	// third round (200 ms), whose 57920 B arrive spread over its 100 ms:
+	// 200 + 200 + 56560 / 57920 · 100 = 497.652 ms; at once (Unpaced), 400.
+	assert.InDelta(t, 497.652, float64(m.NewConn(p2, 100e3, false))/1e6, 0.001)
+	assert.InDelta(t, 400.0, float64((&Model{Unpaced: true}).NewConn(p2, 100e3, false))/1e6, 0.001)
+	// Reusing a warm connection (it has delivered 1 MB: its window does not
+	// limit): one round trip, then the free rate.
+	c := &intents.Candidate{ID: 1, Path: p2, Available: 1, Idle: 100 * time.Millisecond, BytesIn: 1e6}
 	assert.InDelta(t, 260.0, float64(m.Reuse(c, 1e6))/1e6, 0.001)
+	// One that has delivered only 10 kB starts from a 24480 B window:
+	// 24480 + 48960 B in two rounds, the rest of 100 kB in the third:
+	// 100 + 200 + 26560 / 97920 · 100 = 327.124 ms.
+	small := &intents.Candidate{ID: 2, Path: p2, Available: 1, Idle: 100 * time.Millisecond, BytesIn: 10e3}
+	assert.InDelta(t, 327.124, float64(m.Reuse(small, 100e3))/1e6, 0.001)
 	// A cold one (idle over 1 s) slow-starts again: 100 + 600 + 14.0416 ms.
 	c.Idle = 5 * time.Second
 	assert.InDelta(t, 714.0416, float64(m.Reuse(c, 1e6))/1e6, 0.001)
@@ -61,18 +72,23 @@ func TestEAFFlipsWhereTheHandComputationSays(t *testing.T) {
 	p1, p2 := handPaths()
 	paths := []*intents.Path{p1, p2}
 	eaf := &EAF{}
-	// p1: 60 ms + (s - 14480) / 1.25 MB/s; p2 is 700 ms for any s in
-	// (448880, 912240]. They meet at s = 0.64 · 1.25e6 + 14480 = 814480 B.
-	// Beyond 912240 B p2 needs another round (800 ms + ...): p1 wins again
-	// until 0.06 + (s-14480)/1.25e6 = 0.8 + (s-912240)/6.25e6, s = 946290 B.
+	// p1: 60 ms + (s - 14480) / 1.25 MB/s. p2: past 448880 B (five rounds)
+	// the sixth round's 463360 B arrive over 100 ms, 700 ms + (s - 448880) /
+	// 4.6336 MB/s, which p1 beats up to 912240 B; from there the window no
+	// longer limits, 800 ms + (s - 912240) / 6.25 MB/s, and the two meet
+	// at 0.06 + (s-14480)/1.25e6 = 0.8 + (s-912240)/6.25e6, s = 946290 B.
+	// Arriving unpaced, p2's sixth round is all in at 700 ms, and p2 wins
+	// from 0.06 + (s-14480)/1.25e6 = 0.7, s = 814480 B.
 	for _, tc := range []struct {
-		size int64
-		want string
+		size          int64
+		paced, bursts string
 	}{
-		{1000, "p1"}, {100000, "p1"}, {814380, "p1"}, {814580, "p2"}, {912240, "p2"},
-		{920000, "p1"}, {946190, "p1"}, {946390, "p2"}, {10e6, "p2"},
+		{1000, "p1", "p1"}, {100000, "p1", "p1"}, {814380, "p1", "p1"}, {814580, "p1", "p2"},
+		{912240, "p1", "p2"}, {946190, "p1", "p1"}, {946390, "p2", "p2"}, {10e6, "p2", "p2"},
 	} {
-		assert.Equal(t, tc.want, eafChoice(t, eaf, tc.size, paths, nil).Path.Name, "size %d", tc.size)
+		assert.Equal(t, tc.paced, eafChoice(t, eaf, tc.size, paths, nil).Path.Name, "size %d", tc.size)
+		unpaced := &EAF{Model: Model{Unpaced: true}}
+		assert.Equal(t, tc.bursts, eafChoice(t, unpaced, tc.size, paths, nil).Path.Name, "size %d, unpaced", tc.size)
 	}
 	// No size hint: the lowest RTT.
 	assert.Equal(t, "p1", eafChoice(t, eaf, 0, []*intents.Path{p2, p1}, nil).Path.Name)
@@ -81,7 +97,7 @@ func TestEAFFlipsWhereTheHandComputationSays(t *testing.T) {
 func TestEAFReuseVersusNew(t *testing.T) {
 	p1, p2 := handPaths()
 	paths := []*intents.Path{p1, p2}
-	cands := []intents.Candidate{{ID: 7, Path: p2, Available: 1, Idle: 100 * time.Millisecond}}
+	cands := []intents.Candidate{{ID: 7, Path: p2, Available: 1, Idle: 100 * time.Millisecond, BytesIn: 1e6}}
 	ch := eafChoice(t, &EAF{}, 1e6, paths, cands)
 	require.NotNil(t, ch.Reuse, "260 ms reusing p2 beats 848 ms new on p1")
 	assert.Equal(t, uint64(7), ch.Reuse.ID)

@@ -43,7 +43,7 @@ func (pr *Predictive) Decide(req *intents.Request, d *intents.Decision) {
 		setup := pr.setupRTTs(true, req.Dest.TLS) * pm.rtt
 		var at float64
 		if size < heavy {
-			at = setup + pm.transfer(float64(size), false)
+			at = setup + pm.transfer(float64(size), pm.iw)
 		} else {
 			// The capacity, not the free share: the pending bytes are the
 			// other flows' claim on it.
