@@ -74,8 +74,8 @@ func (e *EAF) options(req *intents.Request, models []pathModel, opts []option) [
 			continue
 		}
 		pm := model(c.Path)
-		wait := float64(c.Pending+c.WaitingBytes)/pm.free + float64(c.Waiting)*pm.rtt
-		pm.pending -= float64(c.Pending) // already waited for
+		wait, pm := pm.drain(float64(c.Pending), float64(c.WaitingBytes))
+		wait += float64(c.Waiting) * pm.rtt
 		var at float64
 		if size == 0 {
 			at = wait + pm.rtt

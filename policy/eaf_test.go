@@ -305,6 +305,29 @@ func TestModelSharesTheBacklogFairly(t *testing.T) {
 	assert.Equal(t, ms(1240), m.NewConn(p, 500_000, false))
 }
 
+// With the backlog known (Pending), the transfer itself runs at the
+// capacity and the backlog bounds it; without (no size hints), the
+// prototype's free share stands in (by hand: 20 ms, 6 Mbit/s = 750 kB/s,
+// fully used by 6 connections).
+func TestModelCountsTheBacklogOnce(t *testing.T) {
+	est := intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 6e6, Rate: 6e6, Active: 6, Pending: 600_000}
+	p := &intents.Path{Name: "p", Up: true, Prior: est}
+	var m Model
+	// 40 ms of set-up, then (min(600 kB, 6 · 200 kB) + 200 kB) / 750 kB/s.
+	assert.InDelta(t, 1106.667, float64(m.NewConn(p, 200_000, false))/1e6, 0.001)
+	// A busy connection owing 100 kB of it: the other 500 kB are shared
+	// with it, (min(500 kB, 5 · 100 kB) + 100 kB) / 750 kB/s = 800 ms, by
+	// when the five others have had 100 kB each, all they expected; then a
+	// round trip to ask, and 10 kB in the warm window at 750 kB/s.
+	c := &intents.Candidate{ID: 1, Path: p, InFlight: 1, Pending: 100_000, BytesIn: 50_000}
+	assert.InDelta(t, 833.333, float64(m.Reuse(c, 10_000))/1e6, 0.001)
+	// Without size hints nothing is pending: a seventh of the capacity,
+	// 40 ms + 200 kB / 107142.86 B/s.
+	est.Pending = 0
+	p.Prior = est
+	assert.InDelta(t, 1906.667, float64(m.NewConn(p, 200_000, false))/1e6, 0.01)
+}
+
 // Requests already waiting for a busy connection each cost it a round
 // trip first: with a few of them, a new connection arrives sooner.
 func TestEAFCountsRequestsWaitingForAConnection(t *testing.T) {

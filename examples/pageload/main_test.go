@@ -104,6 +104,10 @@ func TestSmoke(t *testing.T) {
 	f.Close()
 	require.NoError(t, err)
 	assert.Len(t, rows, 1+len(records), "a header and a row per load")
+	assert.Subset(t, rows[0], []string{"server_retransmits", "server_timeouts", "queue_bdp"})
+	for _, row := range rows[1:] {
+		assert.Equal(t, "1", row[len(row)-1], "the queue depth, in BDPs")
+	}
 	f, err = os.Open(filepath.Join(dir, "summary.csv"))
 	require.NoError(t, err)
 	rows, err = csv.NewReader(f).ReadAll()
