@@ -35,6 +35,10 @@ func TestParseScenarios(t *testing.T) {
 	g, err := parseScenarios("grid")
 	require.NoError(t, err)
 	assert.Len(t, g, 6)
+	for _, sc := range g {
+		assert.Equal(t, float64(gridQueue), sc.queueBDP(), "%s: the grids' small pages get deeper queues", sc.Name)
+	}
+	assert.Equal(t, 1.0, s[0].queueBDP(), "the presets keep the testbed's default")
 	p, err := parseScenarios("paper")
 	require.NoError(t, err)
 	assert.Len(t, p, 6*4*4*4, "every combination of the paper's levels")
