@@ -173,16 +173,18 @@ func WithDecisionTrace(ctx context.Context, f func(DecisionInfo)) context.Contex
 	return context.WithValue(ctx, traceKey{}, f)
 }
 
+// debugLogger is the manager's logger if it logs at debug level, else nil.
+func (m *Manager) debugLogger(ctx context.Context) *slog.Logger {
+	if m == nil || m.cfg.Logger == nil || !m.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
+		return nil
+	}
+	return m.cfg.Logger
+}
+
 // decisionTrace combines the context's trace and the manager's logger.
 func decisionTrace(ctx context.Context, m *Manager) func(DecisionInfo) {
 	f, _ := ctx.Value(traceKey{}).(func(DecisionInfo))
-	var log *slog.Logger
-	if m != nil {
-		log = m.cfg.Logger
-	}
-	if log != nil && !log.Enabled(ctx, slog.LevelDebug) {
-		log = nil
-	}
+	log := m.debugLogger(ctx)
 	if f == nil && log == nil {
 		return nil
 	}

@@ -235,9 +235,15 @@ func (c *core) acquire(ctx context.Context, key string, dest Destination, in *In
 	var skip []*Path
 	var firstErr error
 	for {
-		asked := time.Now()
+		log := c.m.debugLogger(ctx)
+		var asked time.Time
+		if log != nil {
+			asked = time.Now()
+		}
 		g, err := c.wait(ctx, key, dest, in, skip)
-		c.logGrant(ctx, in, g, asked)
+		if log != nil {
+			logGrant(ctx, log, in, g, asked)
+		}
 		if err != nil {
 			if firstErr != nil && errors.Is(err, ErrNoPath) {
 				return acquired{}, firstErr // every path failed: say how the first did
@@ -299,15 +305,15 @@ func (c *core) acquire(ctx context.Context, key string, dest Destination, in *In
 // logGrant logs, at debug level, what the pool gave a request and how
 // long it waited: the decisions logged before say what the policy wanted,
 // this what the request got.
-func (c *core) logGrant(ctx context.Context, in *Intents, g grant, asked time.Time) {
-	if c.m == nil || c.m.cfg.Logger == nil || g.err != nil || !c.m.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
+func logGrant(ctx context.Context, log *slog.Logger, in *Intents, g grant, asked time.Time) {
+	if g.err != nil {
 		return
 	}
 	got := "new on " + pathName(g.path)
 	if !g.dial {
 		got = "reuse #" + strconv.FormatUint(g.e.id, 10) + " on " + pathName(g.e.path)
 	}
-	c.m.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "intents grant", slog.String("intents", in.String()),
+	log.LogAttrs(ctx, slog.LevelDebug, "intents grant", slog.String("intents", in.String()),
 		slog.String("got", got), slog.Duration("waited", time.Since(asked)))
 }
 

@@ -327,6 +327,18 @@ func busyEntry(id uint64, p *Path) *entry {
 }
 
 // poolWith is a pool over paths, asking m's policy, with es open to
+// granted returns what w was sent, failing t if it was sent nothing.
+func granted(t *testing.T, w *waiter, msgAndArgs ...any) grant {
+	t.Helper()
+	select {
+	case g := <-w.ch:
+		return g
+	default:
+		require.Fail(t, "nothing granted", msgAndArgs...)
+		return grant{}
+	}
+}
+
 // destination "k".
 func poolWith(m *Manager, perHost, total int, paths []*Path, es ...*entry) *core {
 	m.paths.Store(&paths)
@@ -422,12 +434,7 @@ func TestAWaiterForAnUnusedPathTakesTheNextIdleSlot(t *testing.T) {
 	e2.c.(*fakeConn).busy = false
 	c.serveWaiters()
 	c.mu.Unlock()
-	var g grant
-	select {
-	case g = <-large.ch:
-	default:
-		require.Fail(t, "the large request still waits", "waiters: %d", len(c.waiters))
-	}
+	g := granted(t, large, "the large request still waits; waiters: %d", len(c.waiters))
 	assert.True(t, g.dial, "the large request opens path b")
 	assert.Equal(t, b, g.path)
 	assert.True(t, e2.removed, "in the slot of the connection that went idle")
@@ -447,12 +454,8 @@ func TestAWaiterForAnUnusedPathTakesTheNextIdleSlot(t *testing.T) {
 	e3.c.(*fakeConn).busy = false
 	c.serveWaiters()
 	c.mu.Unlock()
-	select {
-	case g = <-small2.ch:
-		assert.Same(t, e3, g.e)
-	default:
-		require.Fail(t, "the first in line did not get the idle connection")
-	}
+	g = granted(t, small2, "the first in line did not get the idle connection")
+	assert.Same(t, e3, g.e)
 	assert.Equal(t, []*waiter{large}, c.waiters)
 }
 
@@ -489,12 +492,7 @@ func TestAWaiterTakesAFreeConnectionOnItsPathInQueueOrder(t *testing.T) {
 	e2.c.(*fakeConn).busy = false
 	c.serveWaiters()
 	c.mu.Unlock()
-	var g grant
-	select {
-	case g = <-first.ch:
-	default:
-		require.Fail(t, "the first request still waits for connection 1")
-	}
+	g := granted(t, first, "the first request still waits for connection 1")
 	assert.Same(t, e2, g.e, "the free connection, not a wait behind connection 1")
 	assert.Equal(t, []*waiter{second}, c.waiters)
 	c.undo(g)

@@ -73,15 +73,8 @@ func (e *EAF) options(req *intents.Request, models []pathModel, opts []option) [
 		if c.Path == nil {
 			continue
 		}
-		pm := model(c.Path)
-		wait, pm := pm.drain(float64(c.Pending), float64(c.WaitingBytes))
-		wait += float64(c.Waiting) * pm.rtt
-		var at float64
-		if size == 0 {
-			at = wait + pm.rtt
-		} else {
-			at = wait + e.setupRTTs(false, false)*pm.rtt + pm.shared(size, pm.transfer(size, pm.window(c)))
-		}
+		// Without a size hint: its wait and a round trip.
+		at := e.reuse(model(c.Path), c, size)
 		opts = append(opts, option{choice: intents.Choice{Reuse: c}, at: seconds(at)})
 	}
 	for i, p := range req.Paths {

@@ -76,7 +76,7 @@ type pathModel struct {
 // once; a bound of all pending bytes (first come, first served) would
 // make a small object wait for a large one it would in fact overtake.
 func (pm pathModel) shared(size, t float64) float64 {
-	if pm.pending <= 0 || pm.cap <= 0 {
+	if size <= 0 || pm.pending <= 0 || pm.cap <= 0 { // no size hint: nothing to share
 		return t
 	}
 	ahead := pm.pending
@@ -255,10 +255,14 @@ func (m *Model) NewConn(p *intents.Path, size int64, tls bool) time.Duration {
 // owes and with the requests waiting for it (a round trip each), with the
 // window its earlier transfers grew (see pathModel.window).
 func (m *Model) Reuse(c *intents.Candidate, size int64) time.Duration {
-	wait, pm := m.path(c.Path).drain(float64(c.Pending), float64(c.WaitingBytes))
+	return seconds(m.reuse(m.path(c.Path), c, float64(size)))
+}
+
+// reuse is Reuse in seconds, with c's path modelled by pm.
+func (m *Model) reuse(pm pathModel, c *intents.Candidate, size float64) float64 {
+	wait, pm := pm.drain(float64(c.Pending), float64(c.WaitingBytes))
 	wait += float64(c.Waiting) * pm.rtt
-	setup := m.setupRTTs(false, false) * pm.rtt
-	return seconds(wait + setup + pm.shared(float64(size), pm.transfer(float64(size), pm.window(c))))
+	return wait + m.setupRTTs(false, false)*pm.rtt + pm.shared(size, pm.transfer(size, pm.window(c)))
 }
 
 // MPTCP predicts the completion time of size bytes over a new Multipath TCP
