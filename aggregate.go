@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -92,8 +91,7 @@ func (t *Transport) aggregateConfig(req *http.Request) (Aggregate, bool) {
 // validator, and hands the rest to an aggregated body. Anything unexpected
 // in the first answer falls back as the two-step download does.
 func (t *Transport) aggregate(req *http.Request, cfg Aggregate) (*http.Response, error) {
-	ctx := req.Context()
-	in, _ := FromContext(ctx)
+	in, _ := FromContext(req.Context())
 	var paths []*Path
 	if !isLoopbackHost(req.URL.Hostname()) {
 		m := t.Manager
@@ -106,50 +104,48 @@ func (t *Transport) aggregate(req *http.Request, cfg Aggregate) (*http.Response,
 		paths, _ = permit(nil, &in, m.Paths(), 0, false)
 	}
 	cfg = cfg.withDefaults(max(len(paths), 1))
-	first := req.Clone(WithIntents(ctx, Intents{Category: CategoryQuery, SizeToBeReceived: cfg.MinChunk}))
-	first.Header.Set("Range", "bytes=0-"+strconv.FormatInt(cfg.MinChunk-1, 10))
-	resp1, err := t.roundTrip(first)
+	// The first range is read by the aggregated body alongside the others:
+	// its context is the body's, so that closing the body stops it too.
+	ctx, stop := context.WithCancel(req.Context())
+	ask := firstRange(cfg.MinChunk)
+	resp1, err := t.roundTrip(ask.request(WithIntents(ctx, Intents{Category: CategoryQuery, SizeToBeReceived: cfg.MinChunk}), req))
 	if err != nil {
+		stop()
 		return nil, err
 	}
-	switch {
-	case resp1.StatusCode == http.StatusRequestedRangeNotSatisfiable:
-		return t.plainAfter(req, resp1)
-	case resp1.StatusCode != http.StatusPartialContent:
+	got, kind, _ := ask.check(resp1)
+	switch kind {
+	case answerWhole, answerOther:
 		resp1.Request = req
+		resp1.Body = &closeFunc{resp1.Body, stop}
 		return resp1, nil
-	case resp1.Uncompressed || (resp1.Header.Get("Content-Encoding") != "" && resp1.Header.Get("Content-Encoding") != "identity"):
+	case answerPart:
+	default:
+		stop()
 		return t.plainAfter(req, resp1)
 	}
-	start, end, total, err := parseContentRange(resp1.Header.Get("Content-Range"))
-	if err != nil || start != 0 || resp1.ContentLength != end+1 {
-		return t.plainAfter(req, resp1)
-	}
-	t.sizes.put(req.URL.String(), total)
+	t.sizes.put(req.URL.String(), got.total)
 	v := validatorOf(resp1.Header)
-	if v.value == "" && end+1 < total {
+	if got.last+1 == got.total {
+		return wholeOf(resp1, req, got.total, &closeFunc{got.body(resp1.Body), stop}), nil
+	}
+	if v.value == "" {
+		stop()
 		return t.plainAfter(req, resp1) // nothing to keep the ranges to one version
 	}
-	if end+1 == total {
-		return wholeOf(resp1, req, total, resp1.Body), nil
-	}
-	return wholeOf(resp1, req, total, newAggBody(t, req, paths, cfg, v, total, resp1.Body, end+1)), nil
+	return wholeOf(resp1, req, got.total, newAggBody(ctx, stop, t, req, paths, cfg, v, got, resp1.Body)), nil
 }
 
-// validator is what If-Range sends and what every range must carry.
-type validator struct {
-	header string // "ETag" or "Last-Modified"
-	value  string
+// closeFunc is a body that calls stop once it is closed.
+type closeFunc struct {
+	io.ReadCloser
+	stop context.CancelFunc
 }
 
-func validatorOf(h http.Header) validator {
-	if e := h.Get("ETag"); e != "" && len(e) > 2 && e[:2] != "W/" { // If-Range needs a strong one
-		return validator{"ETag", e}
-	}
-	if lm := h.Get("Last-Modified"); lm != "" {
-		return validator{"Last-Modified", lm}
-	}
-	return validator{}
+func (c *closeFunc) Close() error {
+	err := c.ReadCloser.Close()
+	c.stop()
+	return err
 }
 
 // aggBody is the response body of an aggregated download: ranges fetched
@@ -173,6 +169,7 @@ type aggBody struct {
 	paths   []*aggPath
 	err     error // ends the download (after what was read)
 	closed  bool
+	retry   *time.Timer // schedules again when the next failed range may be retried
 	// buffered is the size of the chunks held; peak its most.
 	buffered, peak int64
 }
@@ -185,6 +182,7 @@ type aggPath struct {
 	since    time.Time     // when inFlight last went from 0 to 1
 	active   time.Duration // time with fetches in flight before that
 	dead     error         // why it is no longer used for this download
+	failures int           // fetches failed in a row on it
 	rtt      time.Duration
 	prior    float64 // bytes per second, from the path's estimate
 }
@@ -230,6 +228,8 @@ type chunk struct {
 	dupGot     int64
 	dup        *aggPath
 	cancels    []context.CancelFunc
+	failures   int       // fetches of it that failed
+	retryAt    time.Time // not asked for again before then
 }
 
 // covered is how many bytes from start are in.
@@ -244,9 +244,11 @@ func (c *chunk) covered() int64 {
 func (c *chunk) size() int64 { return c.end - c.start }
 func (c *chunk) done() bool  { return c.covered() >= c.size() }
 
-func newAggBody(t *Transport, req *http.Request, paths []*Path, cfg Aggregate, v validator, total int64, first io.ReadCloser, firstEnd int64) *aggBody {
-	ctx, stop := context.WithCancel(req.Context())
-	b := &aggBody{t: t, req: req, cfg: cfg, v: v, total: total, ctx: ctx, stop: stop,
+// newAggBody starts the download of the object whose first part is
+// arriving on first, in the context that stop ends.
+func newAggBody(ctx context.Context, stop context.CancelFunc, t *Transport, req *http.Request, paths []*Path,
+	cfg Aggregate, v validator, got part, first io.ReadCloser) *aggBody {
+	b := &aggBody{t: t, req: req, cfg: cfg, v: v, total: got.total, ctx: ctx, stop: stop,
 		changed: make(chan struct{})}
 	for _, p := range paths {
 		e := p.Estimate()
@@ -265,13 +267,15 @@ func newAggBody(t *Transport, req *http.Request, paths []*Path, cfg Aggregate, v
 		b.paths = []*aggPath{{rtt: time.Millisecond, prior: 125e6}}
 	}
 	// The first range is the first chunk, arriving on the response already
-	// made (on whichever path the policy chose for it).
+	// made (on whichever path the policy chose for it). check bounded its
+	// size by MinChunk: a server's number allocates nothing.
+	firstEnd := got.last + 1
 	c := &chunk{start: 0, end: firstEnd, buf: make([]byte, firstEnd), fetching: true}
 	b.chunks = []*chunk{c}
 	b.buffered, b.peak = firstEnd, firstEnd
 	b.next = firstEnd
 	b.wg.Add(1)
-	go b.receive(c, nil, first, 0, false, func() {})
+	go b.receive(c, nil, got.body(first), 0, false, func() {})
 	b.mu.Lock()
 	b.schedule()
 	b.mu.Unlock()
@@ -336,9 +340,10 @@ func (b *aggBody) schedule() {
 	}
 	for {
 		started := false
-		// Orphans: chunks whose path failed.
+		// Orphans: chunks whose fetch failed, once their backoff is over.
+		now := time.Now()
 		for _, c := range b.chunks {
-			if !c.fetching && !c.done() {
+			if !c.fetching && !c.done() && !now.Before(c.retryAt) {
 				if a := best(c.size() - c.got); a != nil && free(a) {
 					b.start(c, a, c.start+c.got, false)
 					inFlight++
@@ -432,32 +437,23 @@ func (b *aggBody) request(ctx context.Context, a *aggPath, from, end int64) (io.
 	if a.p != nil {
 		in.Interfaces = map[string]Level{a.p.Name: LevelRequire}
 	}
-	r := b.req.Clone(WithIntents(ctx, in))
-	r.Header.Set("Range", "bytes="+strconv.FormatInt(from, 10)+"-"+strconv.FormatInt(end-1, 10))
-	r.Header.Set("If-Range", b.v.value)
-	resp, err := b.t.roundTrip(r)
+	ask := byteRange{first: from, last: end - 1, total: b.total, v: b.v}
+	resp, err := b.t.roundTrip(ask.request(WithIntents(ctx, in), b.req))
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode == http.StatusOK {
-		resp.Body.Close()
-		return nil, ErrObjectChanged // If-Range: the whole of another version
-	}
-	s, e, total, err := parseContentRange(resp.Header.Get("Content-Range"))
-	switch {
-	case resp.StatusCode != http.StatusPartialContent:
-		err = fmt.Errorf("intents: range request answered %s", resp.Status)
-	case err != nil:
-	case s != from || e != end-1 || total != b.total || resp.Uncompressed:
-		err = fmt.Errorf("intents: asked for bytes %d-%d/%d, got %d-%d/%d", from, end-1, b.total, s, e, total)
-	case resp.Header.Get(b.v.header) != b.v.value:
+	got, kind, err := ask.check(resp)
+	switch kind {
+	case answerPart:
+		return got.body(resp.Body), nil
+	case answerWhole, answerChanged: // If-Range: the whole of another version
 		err = ErrObjectChanged
+	case answerBad:
+	default:
+		err = fmt.Errorf("intents: range request answered %s", resp.Status)
 	}
-	if err != nil {
-		resp.Body.Close()
-		return nil, err
-	}
-	return resp.Body, nil
+	resp.Body.Close()
+	return nil, err
 }
 
 // receive copies body into c from offset from until c is covered, the
@@ -481,6 +477,7 @@ func (b *aggBody) receive(c *chunk, a *aggPath, body io.ReadCloser, from int64, 
 			}
 			if a != nil {
 				a.bytes += int64(n)
+				a.failures = 0
 			}
 			b.broadcast()
 		}
@@ -511,15 +508,31 @@ func (b *aggBody) receive(c *chunk, a *aggPath, body io.ReadCloser, from int64, 
 	b.mu.Unlock()
 }
 
+// Retrying failed ranges: a range is asked for at most maxRangeAttempts
+// times, after a backoff doubling from rangeRetryBackoff; a path is out
+// of the download when it went down, or after maxPathFailures failures in
+// a row (a fetch that delivers bytes ends a row). A range GET is
+// idempotent and the If-Range validator keeps every answer to one version,
+// so sending it again is safe (net/http retries idempotent requests too,
+// Transport.roundTrip / persistConn.shouldRetryRequest); the bound keeps a
+// broken server from being asked for ever.
+const (
+	maxRangeAttempts  = 5
+	maxPathFailures   = 3
+	rangeRetryBackoff = 25 * time.Millisecond
+)
+
 // fail handles a fetch that failed: unless the download was closed or the
-// chunk is covered anyway, the path is out of this download and the chunk
-// goes back to the others; the object changing, or every path failing,
-// ends the download.
+// chunk is covered anyway, the chunk is asked for again, after a backoff,
+// on whichever path (the same one too) is predicted to finish it first.
+// The object changing, a range failing maxRangeAttempts times, or every
+// path being out ends the download.
 func (b *aggBody) fail(c *chunk, a *aggPath, dup bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := time.Now()
 	if a != nil {
-		a.end(time.Now())
+		a.end(now)
 	}
 	if dup {
 		c.dup = nil
@@ -532,19 +545,26 @@ func (b *aggBody) fail(c *chunk, a *aggPath, dup bool, err error) {
 		b.err = err
 	case b.ctx.Err() != nil:
 		b.err = b.ctx.Err()
+	case dup: // the primary fetch goes on
 	default:
-		if a == nil {
-			// The first range failed on the policy's path: keep every path
-			// and ask again for the rest.
-			break
+		if a != nil {
+			if a.failures++; a.failures >= maxPathFailures || errors.Is(err, ErrPathDown) {
+				a.dead = err
+			}
 		}
-		a.dead = err
 		alive := false
 		for _, p := range b.paths {
 			alive = alive || p.dead == nil
 		}
-		if !alive {
+		c.failures++
+		switch {
+		case !alive:
 			b.err = fmt.Errorf("intents: aggregated download: every path failed, last %s: %w", pathName(a.p), err)
+		case c.failures >= maxRangeAttempts:
+			b.err = fmt.Errorf("intents: aggregated download: bytes %d-%d failed %d times, last: %w", c.start, c.end-1, c.failures, err)
+		default:
+			c.retryAt = now.Add(min(rangeRetryBackoff<<(c.failures-1), time.Second))
+			b.armRetry(now)
 		}
 	}
 	if b.err != nil {
@@ -552,6 +572,32 @@ func (b *aggBody) fail(c *chunk, a *aggPath, dup bool, err error) {
 	}
 	b.schedule()
 	b.broadcast()
+}
+
+// armRetry sets the retry timer for the earliest backoff still running,
+// under b.mu: one timer per download.
+func (b *aggBody) armRetry(now time.Time) {
+	var next time.Time
+	for _, c := range b.chunks {
+		if !c.fetching && !c.done() && c.retryAt.After(now) && (next.IsZero() || c.retryAt.Before(next)) {
+			next = c.retryAt
+		}
+	}
+	switch {
+	case next.IsZero():
+	case b.retry == nil:
+		b.retry = time.AfterFunc(next.Sub(now), b.retryDue)
+	default:
+		b.retry.Reset(next.Sub(now))
+	}
+}
+
+// retryDue schedules the ranges whose backoff is over.
+func (b *aggBody) retryDue() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.schedule()
+	b.armRetry(time.Now())
 }
 
 // Read reads the object in order, waiting for its next bytes.
@@ -594,10 +640,16 @@ func (b *aggBody) Read(p []byte) (int, error) {
 	}
 }
 
-// Close stops the fetches and waits for them.
+// Close stops the fetches, wakes a Read waiting for bytes and waits for
+// the fetches to end: they read bodies in the download's own context, which
+// it cancels, so it returns promptly, as net/http's Close does.
 func (b *aggBody) Close() error {
 	b.mu.Lock()
 	b.closed = true
+	if b.retry != nil {
+		b.retry.Stop()
+	}
+	b.broadcast()
 	b.mu.Unlock()
 	b.stop()
 	b.wg.Wait()

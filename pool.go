@@ -38,6 +38,11 @@ type pooled interface {
 	unreserve()    // give back a slot taken but not used
 	dead() bool
 	close()
+	// quietWhenIdle reports whether bytes arriving while it is idle make it
+	// unusable: true for a connection lent out whole, whose next user would
+	// read them as its answer; false where a reader of its own (net/http's)
+	// judges them.
+	quietWhenIdle() bool
 }
 
 // entry is one pooled connection.
@@ -71,7 +76,12 @@ func (e *entry) candidate(now time.Time) Candidate {
 		Idle: now.Sub(e.lastUsed), Age: now.Sub(e.created), BytesIn: e.bytesIn.Load(), BytesOut: e.bytesOut.Load(), Pending: max(e.pending.Load(), 0)}
 }
 
-// alive checks an idle connection's socket without blocking.
+// alive checks an idle connection's socket without blocking. As net/http
+// does for its idle connections (persistConn.readLoop: "Unsolicited
+// response received on idle HTTP channel"), a connection lent out whole
+// that received bytes while idle is not handed out again: they are no
+// answer to the next user's request (a server's "421 idle timeout" before
+// it closes, say).
 func (e *entry) alive() bool {
 	if e.c.dead() {
 		return false
@@ -84,7 +94,16 @@ func (e *entry) alive() bool {
 		return true
 	}
 	rc, err := sc.SyscallConn()
-	return err == nil && sockopt.Alive(rc)
+	if err != nil {
+		return false
+	}
+	switch sockopt.Peek(rc) {
+	case sockopt.Closed:
+		return false
+	case sockopt.Unread:
+		return !e.c.quietWhenIdle()
+	}
+	return true
 }
 
 // PathStats count a pool's connections on one path ("" for OS routing).
@@ -798,11 +817,12 @@ func (c *core) serveWaiters() {
 			i++ // a cancelled waiter's own goroutine removes it
 			continue
 		}
-		if w.decided && !c.roomFor(w.key) && !c.anyFree(w.key) {
+		if w.decided && !c.roomFor(w.key) && !c.anyFree(w.key) && !c.roomByClosingIdle(w.key) {
 			// Nothing to be had: no room for a new connection, no free
-			// one (and so no idle one to close for room). Asking the policy
-			// again would change nothing but cost a decision per waiter per
-			// change, thousands for a page; its last decision stands.
+			// one, and no idle one anywhere whose closing would make room.
+			// Asking the policy again would change nothing but cost a
+			// decision per waiter per change, thousands for a page; its
+			// last decision stands.
 			i++
 			continue
 		}
@@ -831,6 +851,24 @@ func (c *core) anyFree(key string) bool {
 	for _, e := range c.entries[key] {
 		if e.c.available() > 0 && !e.removed {
 			return true
+		}
+	}
+	return false
+}
+
+// roomByClosingIdle reports whether closing an idle connection, to any
+// destination, would make room for a new one to key: the destination is
+// under its own limit and only the total limit stands in the way (what
+// tryChoices does with closeOldestIdle).
+func (c *core) roomByClosingIdle(key string) bool {
+	if len(c.entries[key])+c.dialingTo(key) >= c.maxPerHost {
+		return false
+	}
+	for _, es := range c.entries {
+		for _, e := range es {
+			if e.c.inFlight() == 0 && !e.removed {
+				return true
+			}
 		}
 	}
 	return false
@@ -1074,10 +1112,11 @@ func (r *rawConn) inFlight() int {
 	return 0
 }
 
-func (r *rawConn) reserve() bool { return !r.closed.Load() && r.inUse.CompareAndSwap(false, true) }
-func (r *rawConn) unreserve()    { r.inUse.Store(false) }
-func (r *rawConn) dead() bool    { return r.closed.Load() }
-func (r *rawConn) close()        { r.closed.Store(true); r.nc.Close() }
+func (r *rawConn) reserve() bool       { return !r.closed.Load() && r.inUse.CompareAndSwap(false, true) }
+func (r *rawConn) unreserve()          { r.inUse.Store(false) }
+func (r *rawConn) dead() bool          { return r.closed.Load() }
+func (r *rawConn) close()              { r.closed.Store(true); r.nc.Close() }
+func (r *rawConn) quietWhenIdle() bool { return true }
 
 // PooledConn is a connection from a Pool. Reads and writes count towards
 // the pool's per-connection statistics, which the policy sees.

@@ -34,6 +34,9 @@ type Resolver struct {
 	Attempts int
 	// Ndots is the resolv.conf ndots option (default: resolv.conf's, else 1).
 	Ndots int
+	// MaxTTL caps how long an answer is cached, whatever TTL the server
+	// gave (default DefaultMaxTTL).
+	MaxTTL time.Duration
 
 	once  sync.Once
 	mu    sync.Mutex
@@ -95,6 +98,9 @@ func (r *Resolver) init() {
 		}
 		if r.Ndots <= 0 {
 			r.Ndots = 1
+		}
+		if r.MaxTTL <= 0 {
+			r.MaxTTL = DefaultMaxTTL
 		}
 	})
 }
@@ -383,7 +389,7 @@ func (r *Resolver) query(ctx context.Context, p *Path, name string, qtype uint16
 			r.next[p.Name] = si // stay with a server that answers
 			r.mu.Unlock()
 			addrs, ttl := extract(reply, name, qtype)
-			r.store(key, cacheEntry{addrs: addrs, rcode: reply.Rcode, expires: r.clock().Add(ttl)})
+			r.store(key, cacheEntry{addrs: addrs, rcode: reply.Rcode, expires: r.clock().Add(min(ttl, r.MaxTTL))})
 			return addrs, rcodeErr(reply.Rcode, name)
 		}
 	}
@@ -450,29 +456,89 @@ func (r *Resolver) exchangeNet(ctx context.Context, p *Path, server netip.AddrPo
 		return nil, err
 	}
 	defer conn.Close()
-	c := &dns.Client{Net: network, Timeout: r.Timeout}
-	reply, _, err := c.ExchangeWithConnContext(ctx, m, &dns.Conn{Conn: conn})
+	// The context's end, deadline or cancellation, ends a read or write
+	// blocked on the socket at once.
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	reply, err := exchangeConn(conn, m, network)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
 	return reply, err
+}
+
+// maxUDPReply is the largest UDP reply taken: the EDNS size each query
+// advertises (the DNS flag day 2020 size, no IP fragmentation). A larger
+// datagram is not an answer to it.
+const maxUDPReply = 1232
+
+// exchangeConn sends m on conn and returns the reply. Over UDP, where
+// anyone who guesses the port can send a datagram, a datagram that does
+// not parse or does not answer m is ignored and the wait goes on until the
+// deadline, as Go's own resolver does (net/dnsclient_unix.go,
+// dnsPacketRoundTrip): a forged or stray datagram must not cost the
+// genuine reply.
+func exchangeConn(conn net.Conn, m *dns.Msg, network string) (*dns.Msg, error) {
+	co := &dns.Conn{Conn: conn}
+	if err := co.WriteMsg(m); err != nil {
+		return nil, err
+	}
+	if network != "udp" {
+		reply, err := co.ReadMsg()
+		if err == nil && !answers(m, reply) {
+			err = errors.New("reply does not answer the query")
+		}
+		return reply, err
+	}
+	buf := make([]byte, maxUDPReply+1)
+	for {
+		n, err := conn.Read(buf)
+		if err != nil {
+			return nil, err
+		}
+		reply := new(dns.Msg)
+		if n > maxUDPReply || reply.Unpack(buf[:n]) != nil || !answers(m, reply) {
+			continue
+		}
+		return reply, nil
+	}
+}
+
+// answers reports whether reply is a response to q: its ID and its
+// question.
+func answers(q, reply *dns.Msg) bool {
+	return reply.Response && reply.Id == q.Id && len(reply.Question) == 1 &&
+		strings.EqualFold(reply.Question[0].Name, q.Question[0].Name) &&
+		reply.Question[0].Qtype == q.Question[0].Qtype && reply.Question[0].Qclass == q.Question[0].Qclass
 }
 
 // checkReply rejects replies that do not answer q: not a response, another
 // question, or a server failure (which the next server may not have).
 func checkReply(q, reply *dns.Msg) error {
-	if !reply.Response {
-		return errors.New("reply is not a response")
-	}
-	if reply.Id != q.Id {
-		return errors.New("reply has the wrong ID")
-	}
-	if len(reply.Question) != 1 || !strings.EqualFold(reply.Question[0].Name, q.Question[0].Name) ||
-		reply.Question[0].Qtype != q.Question[0].Qtype || reply.Question[0].Qclass != q.Question[0].Qclass {
-		return errors.New("reply is for another question")
+	if !answers(q, reply) {
+		return errors.New("reply does not answer the query")
 	}
 	switch reply.Rcode {
 	case dns.RcodeSuccess, dns.RcodeNameError:
 		return nil
 	}
 	return errors.New("server answered " + dns.RcodeToString[reply.Rcode])
+}
+
+// DefaultMaxTTL is how long the Resolver caches an answer at most, by
+// default.
+const DefaultMaxTTL = 24 * time.Hour
+
+// ttl is a record's TTL as a duration: RFC 2181 §8 has a TTL with the top
+// bit set count as 0.
+func ttl(v uint32) time.Duration {
+	if v >= 1<<31 {
+		return 0
+	}
+	return time.Duration(v) * time.Second
 }
 
 // maxNegativeTTL caps negative caching (RFC 2308 suggests 1-3 hours; a
@@ -484,15 +550,15 @@ const maxNegativeTTL = 5 * time.Minute
 // answer, the negative TTL from the SOA (none without one).
 func extract(reply *dns.Msg, name string, qtype uint16) ([]netip.Addr, time.Duration) {
 	target := strings.ToLower(name)
-	minTTL := uint32(1<<32 - 1)
+	minTTL := time.Duration(1<<63 - 1)
 	// A chain is at most as long as the answer section.
 	for range len(reply.Answer) + 1 {
 		next := ""
 		for _, rr := range reply.Answer {
-			if h := rr.Header(); strings.EqualFold(h.Name, target) {
+			if h := rr.Header(); h.Class == dns.ClassINET && strings.EqualFold(h.Name, target) {
 				if cn, ok := rr.(*dns.CNAME); ok {
 					next = strings.ToLower(cn.Target)
-					minTTL = min(minTTL, h.Ttl)
+					minTTL = min(minTTL, ttl(h.Ttl))
 				}
 			}
 		}
@@ -504,8 +570,8 @@ func extract(reply *dns.Msg, name string, qtype uint16) ([]netip.Addr, time.Dura
 	var addrs []netip.Addr
 	for _, rr := range reply.Answer {
 		h := rr.Header()
-		if !strings.EqualFold(h.Name, target) || h.Rrtype != qtype {
-			continue
+		if !strings.EqualFold(h.Name, target) || h.Rrtype != qtype || h.Class != dns.ClassINET {
+			continue // another name, type, or class (CH, HS: no Internet address)
 		}
 		var ip net.IP
 		switch v := rr.(type) {
@@ -519,16 +585,15 @@ func extract(reply *dns.Msg, name string, qtype uint16) ([]netip.Addr, time.Dura
 				a = a.Unmap()
 			}
 			addrs = append(addrs, a)
-			minTTL = min(minTTL, h.Ttl)
+			minTTL = min(minTTL, ttl(h.Ttl))
 		}
 	}
 	if len(addrs) > 0 {
-		return addrs, time.Duration(minTTL) * time.Second
+		return addrs, minTTL
 	}
 	for _, rr := range reply.Ns {
-		if soa, ok := rr.(*dns.SOA); ok {
-			ttl := time.Duration(min(soa.Hdr.Ttl, soa.Minttl)) * time.Second
-			return nil, min(ttl, maxNegativeTTL)
+		if soa, ok := rr.(*dns.SOA); ok && soa.Hdr.Class == dns.ClassINET {
+			return nil, min(ttl(soa.Hdr.Ttl), ttl(soa.Minttl), maxNegativeTTL)
 		}
 	}
 	return nil, 0

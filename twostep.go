@@ -29,83 +29,79 @@ func (t *Transport) twoStepApplies(req *http.Request) bool {
 // from Content-Range, and fetches the rest with that size as the intent,
 // returning one response stitched from both. It never stitches two versions
 // of an object: the second request carries If-Range with the first one's
-// validator, and without a validator, or when anything is unexpected, it
-// falls back to a plain GET.
+// validator and its answer must carry it too; without a validator, or when
+// anything is unexpected, it falls back to a plain GET. The body is exactly
+// the object's length or ends in an error.
 func (t *Transport) twoStep(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	n := int64(t.TwoStep)
-
-	first := req.Clone(WithIntents(ctx, Intents{Category: CategoryQuery, SizeToBeReceived: n}))
-	first.Header.Set("Range", "bytes=0-"+strconv.FormatInt(n-1, 10))
-	resp1, err := t.roundTrip(first)
+	ask := firstRange(n)
+	resp1, err := t.roundTrip(ask.request(WithIntents(ctx, Intents{Category: CategoryQuery, SizeToBeReceived: n}), req))
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case resp1.StatusCode == http.StatusRequestedRangeNotSatisfiable: // an empty object, say
-		return t.plainAfter(req, resp1)
-	case resp1.StatusCode != http.StatusPartialContent:
+	got, kind, _ := ask.check(resp1)
+	switch kind {
+	case answerWhole, answerOther:
 		// The server ignored Range (200, the whole object) or answered
 		// otherwise: that is the answer.
 		resp1.Request = req
 		return resp1, nil
-	case resp1.Uncompressed || (resp1.Header.Get("Content-Encoding") != "" && resp1.Header.Get("Content-Encoding") != "identity"):
-		return t.plainAfter(req, resp1) // ranges of an encoding do not stitch into its decoding
-	}
-	start, end, total, err := parseContentRange(resp1.Header.Get("Content-Range"))
-	if err != nil || start != 0 || end >= total || resp1.ContentLength != end+1 {
+	case answerPart:
+	default: // unsatisfiable (an empty object, say), or not what was asked
 		return t.plainAfter(req, resp1)
 	}
-	t.sizes.put(req.URL.String(), total)
-	// Read the first part now (it is small): its connection is then free
-	// for the second request, instead of held by a body nobody reads until
-	// that request is answered, which could wait for that very connection.
-	head, err := io.ReadAll(io.LimitReader(resp1.Body, end+2))
+	t.sizes.put(req.URL.String(), got.total)
+	// Read the first part now (it is small: at most the n bytes asked for):
+	// its connection is then free for the second request, instead of held
+	// by a body nobody reads until that request is answered, which could
+	// wait for that very connection.
+	head, err := io.ReadAll(got.body(resp1.Body))
 	resp1.Body.Close()
 	if err != nil {
-		return nil, err
-	}
-	if int64(len(head)) != end+1 {
-		return nil, fmt.Errorf("intents: two-step download: %d bytes in the first part, want %d", len(head), end+1)
+		return nil, fmt.Errorf("intents: two-step download: the first part: %w", err)
 	}
 	resp1.Body = io.NopCloser(bytes.NewReader(head))
-	whole := func(body io.ReadCloser) *http.Response { return wholeOf(resp1, req, total, body) }
-	if end+1 == total { // it all came in the first part
+	whole := func(body io.ReadCloser) *http.Response { return wholeOf(resp1, req, got.total, body) }
+	if got.last+1 == got.total { // it all came in the first part
 		return whole(resp1.Body), nil
 	}
-	validator := resp1.Header.Get("ETag")
-	if validator == "" || strings.HasPrefix(validator, "W/") { // If-Range needs a strong validator
-		validator = resp1.Header.Get("Last-Modified")
-	}
-	if validator == "" {
+	v := validatorOf(resp1.Header)
+	if v.value == "" {
 		return t.plainAfter(req, resp1)
 	}
 
-	rest := total - end - 1
+	rest := byteRange{first: got.last + 1, last: -1, total: got.total, v: v}
 	in, _ := FromContext(ctx)
-	in.SizeToBeReceived = rest
-	second := req.Clone(WithIntents(ctx, in))
-	second.Header.Set("Range", "bytes="+strconv.FormatInt(end+1, 10)+"-")
-	second.Header.Set("If-Range", validator)
-	resp2, err := t.roundTrip(second)
+	in.SizeToBeReceived = got.total - rest.first
+	resp2, err := t.roundTrip(rest.request(WithIntents(ctx, in), req))
 	if err != nil {
-		resp1.Body.Close()
 		return nil, err
 	}
-	if resp2.StatusCode == http.StatusOK {
-		// The object changed: If-Range gave the whole new version.
-		resp1.Body.Close()
+	got2, kind, _ := rest.check(resp2)
+	switch kind {
+	case answerWhole:
+		// If-Range: the object changed, and this is the whole new version.
 		resp2.Request = req
 		return resp2, nil
+	case answerPart:
+	default:
+		// Another version (a server ignoring If-Range), or not what was
+		// asked: a plain GET, never a stitch.
+		return t.plainAfter(req, resp2)
 	}
-	s2, e2, t2, err := parseContentRange(resp2.Header.Get("Content-Range"))
-	if resp2.StatusCode != http.StatusPartialContent || err != nil || s2 != end+1 || e2 != total-1 || t2 != total ||
-		resp2.Uncompressed || resp2.Header.Get("Content-Encoding") != resp1.Header.Get("Content-Encoding") {
-		resp2.Body.Close()
-		return t.plainAfter(req, resp1)
-	}
-	rest2 := &resumingBody{t: t, req: req, v: validatorOf(resp1.Header), rc: resp2.Body, pos: end + 1, end: total - 1, total: total}
+	rest2 := &resumingBody{t: t, req: req, v: v, path: bodyPath(resp2.Body), rc: got2.body(resp2.Body),
+		pos: got2.first, end: got2.last, total: got2.total}
 	return whole(&stitched{parts: []io.ReadCloser{resp1.Body, rest2}}), nil
+}
+
+// bodyPath is the path a response body of this Transport comes over (nil
+// for the OS's routing).
+func bodyPath(rc io.ReadCloser) *Path {
+	if cb, ok := rc.(*countingBody); ok {
+		return cb.e.path
+	}
+	return nil
 }
 
 // resumingBody reads the range [pos, end] of an object. When the path it
@@ -116,6 +112,7 @@ type resumingBody struct {
 	t               *Transport
 	req             *http.Request
 	v               validator
+	path            *Path // what rc comes over
 	rc              io.ReadCloser
 	pos, end, total int64
 	resumed         int
@@ -144,31 +141,31 @@ func (b *resumingBody) resume() error {
 		return errors.New("intents: cannot resume the download")
 	}
 	in, _ := FromContext(b.req.Context())
-	if cb, ok := b.rc.(*countingBody); ok && cb.e.path != nil {
-		in = in.without(cb.e.path)
+	if b.path != nil {
+		in = in.without(b.path)
 	}
 	b.rc.Close()
+	b.rc = io.NopCloser(strings.NewReader(""))
 	in.SizeToBeReceived = b.end - b.pos + 1
-	r := b.req.Clone(WithIntents(b.req.Context(), in))
-	r.Header.Set("Range", "bytes="+strconv.FormatInt(b.pos, 10)+"-"+strconv.FormatInt(b.end, 10))
-	r.Header.Set("If-Range", b.v.value)
-	resp, err := b.t.roundTrip(r)
+	rest := byteRange{first: b.pos, last: b.end, total: b.total, v: b.v}
+	resp, err := b.t.roundTrip(rest.request(WithIntents(b.req.Context(), in), b.req))
 	if err != nil {
-		b.rc = io.NopCloser(strings.NewReader(""))
 		return err
 	}
-	s, e, total, err := parseContentRange(resp.Header.Get("Content-Range"))
-	if resp.StatusCode != http.StatusPartialContent || err != nil || s != b.pos || e != b.end || total != b.total ||
-		resp.Header.Get(b.v.header) != b.v.value {
-		resp.Body.Close()
-		b.rc = io.NopCloser(strings.NewReader(""))
-		if resp.StatusCode == http.StatusOK {
-			return ErrObjectChanged
-		}
-		return fmt.Errorf("intents: resuming at byte %d: %s %s", b.pos, resp.Status, resp.Header.Get("Content-Range"))
+	got, kind, err := rest.check(resp)
+	switch kind {
+	case answerPart:
+		b.path, b.rc = bodyPath(resp.Body), got.body(resp.Body)
+		return nil
+	case answerWhole, answerChanged:
+		err = ErrObjectChanged
+	case answerBad:
+		err = fmt.Errorf("intents: resuming at byte %d: %w", b.pos, err)
+	default:
+		err = fmt.Errorf("intents: resuming at byte %d: %s", b.pos, resp.Status)
 	}
-	b.rc = resp.Body
-	return nil
+	resp.Body.Close()
+	return err
 }
 
 func (b *resumingBody) Close() error { return b.rc.Close() }
@@ -192,33 +189,6 @@ func wholeOf(part *http.Response, req *http.Request, total int64, body io.ReadCl
 func (t *Transport) plainAfter(req *http.Request, resp *http.Response) (*http.Response, error) {
 	resp.Body.Close()
 	return t.roundTrip(req.Clone(req.Context()))
-}
-
-// parseContentRange reads "bytes START-END/TOTAL".
-func parseContentRange(s string) (start, end, total int64, err error) {
-	bad := fmt.Errorf("intents: bad Content-Range %q", s)
-	rest, ok := strings.CutPrefix(s, "bytes ")
-	if !ok {
-		return 0, 0, 0, bad
-	}
-	rng, tot, ok := strings.Cut(rest, "/")
-	if !ok {
-		return 0, 0, 0, bad
-	}
-	a, b, ok := strings.Cut(rng, "-")
-	if !ok {
-		return 0, 0, 0, bad
-	}
-	if start, err = strconv.ParseInt(a, 10, 64); err != nil {
-		return 0, 0, 0, bad
-	}
-	if end, err = strconv.ParseInt(b, 10, 64); err != nil {
-		return 0, 0, 0, bad
-	}
-	if total, err = strconv.ParseInt(tot, 10, 64); err != nil || start < 0 || end < start || total <= end {
-		return 0, 0, 0, bad
-	}
-	return start, end, total, nil
 }
 
 // stitched reads its parts one after the other and closes them all.

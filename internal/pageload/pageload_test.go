@@ -74,13 +74,13 @@ func TestReadHAR(t *testing.T) {
 	assert.EqualValues(t, 62_000, w.Objects[0].Size, "the transferred body size, not the decoded one")
 	assert.EqualValues(t, 36_000, w.Objects[10].Size)
 	assert.Empty(t, w.Objects[0].Deps)
-	// main.css starts after the HTML finished: it depends on it alone.
-	assert.Equal(t, []int{0}, w.Objects[1].Deps)
+	// main.css starts after the HTML finished: it waits for it alone.
+	assert.Equal(t, []int{0}, waitsFor(w, 1))
 	// The images start after main.css (ended 225 ms) and fonts.css (216 ms)
 	// but before bundle.js ended (250 ms).
-	assert.Equal(t, []int{0, 1, 3}, w.Objects[4].Deps)
+	assert.Equal(t, []int{0, 1, 3}, waitsFor(w, 4))
 	// The ad script starts at 255 ms: after bundle.js too.
-	assert.Equal(t, []int{0, 1, 2, 3}, w.Objects[9].Deps)
+	assert.Equal(t, []int{0, 1, 2, 3}, waitsFor(w, 9))
 	assert.Equal(t, 4, w.Levels(), "HTML, CSS, JS-started script, its creative")
 
 	s, err := ReadHARFile("testdata/search.har")

@@ -4,6 +4,6 @@ package sockopt
 
 import "syscall"
 
-// Alive cannot peek without blocking here; it trusts the connection and
-// lets the first read or write find out.
-func Alive(syscall.RawConn) bool { return true }
+// Peek cannot look without blocking here; it reports Quiet and lets the
+// first read or write find out.
+func Peek(syscall.RawConn) IdleState { return Quiet }

@@ -9,11 +9,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Alive reports whether an idle connection is still open: a non-blocking
-// recv(MSG_PEEK) that finds data or nothing to read yet (EAGAIN) means
-// open; 0 bytes (the peer's FIN) or another error means closed.
-func Alive(c syscall.RawConn) bool {
-	alive := true
+// Peek looks at an idle connection's socket without reading or blocking:
+// a non-blocking recv(MSG_PEEK) that finds nothing to read yet (EAGAIN)
+// means Quiet, data means Unread, and 0 bytes (the peer's FIN) or another
+// error means Closed.
+func Peek(c syscall.RawConn) IdleState {
+	state := Quiet
 	var buf [1]byte
 	// Control, not Read: a reader may hold the read lock while blocked
 	// (net/http's read loop does), and MSG_DONTWAIT keeps this from waiting.
@@ -22,8 +23,13 @@ func Alive(c syscall.RawConn) bool {
 		switch {
 		case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EWOULDBLOCK) || errors.Is(err, unix.EINTR):
 		case err != nil || n == 0:
-			alive = false
+			state = Closed
+		default:
+			state = Unread
 		}
 	})
-	return alive && err == nil
+	if err != nil {
+		return Closed
+	}
+	return state
 }

@@ -17,3 +17,16 @@ func BindToInterface(c syscall.RawConn, ifindex int, ifname string, v6 bool) err
 	}
 	return err
 }
+
+// IdleState is what Peek found on an idle connection's socket.
+type IdleState int
+
+const (
+	// Quiet: open, nothing to read.
+	Quiet IdleState = iota
+	// Unread: open, with bytes nobody asked for (a server's goodbye before
+	// it closes, say).
+	Unread
+	// Closed: the peer closed it, or it failed.
+	Closed
+)

@@ -109,10 +109,15 @@ func TestSelfTest(t *testing.T) {
 			for range 9 {
 				rtts = append(rtts, connectTime(t, tb, "", addr))
 			}
+			// On a loaded machine the emulator's thread is sometimes
+			// scheduled late, which only ever adds delay: the fastest of
+			// the handshakes shows the delay the link was set to, and none
+			// may be faster than it.
 			want := p.Spec.RTT()
-			got := median(rtts)
-			t.Logf("path %d: connect time median %v (set %v), all %v", p.Index, got, want, rtts)
-			assert.InDelta(t, want.Seconds(), got.Seconds(), (want.Seconds()*0.05)+0.001, "RTT within 5%% + 1 ms")
+			fastest := slices.Min(rtts)
+			t.Logf("path %d: connect time fastest %v, median %v (set %v), all %v", p.Index, fastest, median(rtts), want, rtts)
+			assert.GreaterOrEqual(t, fastest, want-500*time.Microsecond, "no handshake beats the link's delay")
+			assert.LessOrEqual(t, fastest, want+want/20+time.Millisecond, "the fastest within 5%% + 1 ms of it")
 
 			// Bulk goodput: 3 s worth at the link rate, timed from the first
 			// byte so the handshake does not count.
@@ -143,7 +148,11 @@ func TestSelfTest(t *testing.T) {
 			t.Logf("path %d: goodput %.2f Mbit/s (set %.2f), link: %d packets, %d bytes, %d drops, late mean %v max %v",
 				p.Index, goodput/1e6, float64(p.Spec.Down.Rate)/1e6, stats.Packets-before.Packets,
 				stats.Bytes-before.Bytes, stats.Drops-before.Drops, stats.MeanLate(), stats.MaxLate)
-			assert.InEpsilon(t, float64(p.Spec.Down.Rate), goodput, 0.10, "goodput within 10%% of the rate")
+			// The shaper lets nothing through faster than the rate, however
+			// loaded the machine; a late emulator thread only slows it, so
+			// the lower bound is looser.
+			assert.LessOrEqual(t, goodput, float64(p.Spec.Down.Rate)*1.03, "goodput never above the rate")
+			assert.GreaterOrEqual(t, goodput, float64(p.Spec.Down.Rate)*0.75, "goodput at least 3/4 of the rate on a loaded machine")
 			assert.GreaterOrEqual(t, stats.Bytes-before.Bytes, n, "the link carried at least the payload")
 		})
 	}
@@ -155,9 +164,9 @@ func TestSelfTest(t *testing.T) {
 			via1 = append(via1, connectTime(t, tb, "", host)) // routing table: path 1
 			via2 = append(via2, connectTime(t, tb, "p2", host))
 		}
-		t.Logf("to %s: default route %v, bound to p2 %v", host, median(via1), median(via2))
-		assert.InDelta(t, spec.Paths[0].RTT().Seconds(), median(via1).Seconds(), 0.005)
-		assert.InDelta(t, spec.Paths[1].RTT().Seconds(), median(via2).Seconds(), 0.005)
+		t.Logf("to %s: default route %v, bound to p2 %v (fastest of 5)", host, slices.Min(via1), slices.Min(via2))
+		assert.InDelta(t, spec.Paths[0].RTT().Seconds(), slices.Min(via1).Seconds(), 0.005)
+		assert.InDelta(t, spec.Paths[1].RTT().Seconds(), slices.Min(via2).Seconds(), 0.005)
 	})
 
 	t.Run("counters agree with what was sent", func(t *testing.T) {
