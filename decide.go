@@ -58,13 +58,19 @@ func (m *Manager) decideUntraced(in *Intents, dest Destination, cands []Candidat
 			return d, err
 		}
 	}
-	if isLoopbackHost(dest.Host) || (m == nil && !constrained) {
+	loopback := isLoopbackHost(dest.Host) || (m != nil && m.loopbackName(dest.Host))
+	if loopback || (m == nil && !constrained) {
 		if l, ok := in.Types[TypeLoopback]; ok && l == LevelProhibit {
 			d.excl = []Exclusion{{Path: "loopback", Reason: "prohibited (prohibit=loopback)"}}
 			return d, d.noPath(dest, "")
 		}
+		if loopback && constrained {
+			if err := m.loopbackPermitted(in, &d, dest); err != nil {
+				return d, err
+			}
+		}
 		d.reason = "system routing"
-		if isLoopbackHost(dest.Host) {
+		if loopback {
 			d.reason = "loopback destination"
 		}
 		for i := range cands {
@@ -129,6 +135,48 @@ func (m *Manager) decideUntraced(in *Intents, dest Destination, cands []Candidat
 		return d, d.noPath(dest, "policy chose no permitted path: "+d.reason)
 	}
 	return d, nil
+}
+
+// loopbackPermitted checks the intents against the loopback paths for a
+// loopback destination, which the operating system then reaches over
+// loopback: a name's level wins over its type's, so prohibit=if:lo holds
+// as prohibit=loopback does, and a requirement that no loopback path meets
+// (require=wifi, or an interface that does not exist) cannot be met.
+func (m *Manager) loopbackPermitted(in *Intents, d *decision, dest Destination) error {
+	var lo []*Path
+	for _, p := range m.Paths() {
+		if p.Type == TypeLoopback {
+			lo = append(lo, p)
+		}
+	}
+	permitted, excl := permit(nil, in, lo, 0, true)
+	switch {
+	case len(permitted) > 0:
+		return nil
+	case len(lo) > 0:
+		d.excl = excl
+		return d.noPath(dest, "")
+	case requiresAny(in):
+		return d.noPath(dest, "a loopback destination, and no loopback path is required")
+	}
+	return nil // no loopback path known: nothing to hold against the OS's
+}
+
+// loopbackName reports whether host is a name that the hosts file maps to
+// loopback addresses only: the operating system reaches it over loopback,
+// which no access network's path can.
+func (m *Manager) loopbackName(host string) bool {
+	if m.resolver == nil || host == "" || (host[0] >= '0' && host[0] <= '9') || host[0] == '[' || host[0] == ':' {
+		return false
+	}
+	m.resolver.init()
+	addrs := m.resolver.hosts.lookup(host)
+	for _, a := range addrs {
+		if !a.IsLoopback() {
+			return false
+		}
+	}
+	return len(addrs) > 0
 }
 
 // candidateIndex finds c in cands by address, as policies must answer with

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http/httptrace"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +46,11 @@ type Dialer struct {
 	Control         func(network, address string, c syscall.RawConn) error
 	ControlContext  func(ctx context.Context, network, address string, c syscall.RawConn) error
 
+	// LocalAddr is the local address to dial from where the operating
+	// system routes (no Manager, or a decision for system routing), as in
+	// net.Dialer. On a chosen path the path's address is the source.
+	LocalAddr net.Addr
+
 	// MarkDSCP marks each connection's packets with the DSCP its intents
 	// map to (Intents.DSCP), e.g. background transfers as Lower Effort.
 	// Off by default: networks may bleach or police marks. Unix only.
@@ -57,6 +63,101 @@ type Dialer struct {
 	// whether it happened. The server must allow it
 	// (net.ipv4.tcp_fastopen).
 	FastOpen bool
+
+	mptcp int8 // SetMultipathTCP: 0 not set, 1 on, -1 off
+}
+
+// SetMultipathTCP directs the Dialer to use, or not use, Multipath TCP
+// when the intents do not say (Intents.Multipath unspecified), as
+// net.Dialer.SetMultipathTCP does: on means MultipathHandover, with the
+// first subflow on the chosen path.
+func (d *Dialer) SetMultipathTCP(use bool) {
+	d.mptcp = -1
+	if use {
+		d.mptcp = 1
+	}
+}
+
+// MultipathTCP reports whether SetMultipathTCP turned Multipath TCP on.
+func (d *Dialer) MultipathTCP() bool { return d.mptcp > 0 }
+
+// withMPTCPDefault adds SetMultipathTCP's choice to ctx's intents when
+// they do not say.
+func (d *Dialer) withMPTCPDefault(ctx context.Context) context.Context {
+	if d.mptcp == 0 {
+		return ctx
+	}
+	if in, _ := FromContext(ctx); in.Multipath != MultipathUnspecified {
+		return ctx
+	}
+	mp := MultipathOff
+	if d.mptcp > 0 {
+		mp = MultipathHandover
+	}
+	return WithIntents(ctx, Intents{Multipath: mp})
+}
+
+// DialTCP dials like DialContext for a TCP network and returns the
+// *net.TCPConn, as net.Dialer.DialTCP does. A valid laddr binds that local
+// address and leaves the route to the operating system.
+func (d *Dialer) DialTCP(ctx context.Context, network string, laddr, raddr netip.AddrPort) (*net.TCPConn, error) {
+	if laddr.IsValid() {
+		return d.netDialer(MultipathUnspecified).DialTCP(ctx, network, laddr, raddr)
+	}
+	c, err := d.DialContext(ctx, network, raddr.String())
+	if err != nil {
+		return nil, err
+	}
+	return osConn[net.TCPConn](c, network)
+}
+
+// DialUDP dials like DialContext for a UDP network and returns the
+// *net.UDPConn, as net.Dialer.DialUDP does. A valid laddr binds that local
+// address and leaves the route to the operating system.
+func (d *Dialer) DialUDP(ctx context.Context, network string, laddr, raddr netip.AddrPort) (*net.UDPConn, error) {
+	if laddr.IsValid() {
+		return d.netDialer(MultipathUnspecified).DialUDP(ctx, network, laddr, raddr)
+	}
+	c, err := d.DialContext(ctx, network, raddr.String())
+	if err != nil {
+		return nil, err
+	}
+	return osConn[net.UDPConn](c, network)
+}
+
+// DialIP dials raw IP as net.Dialer.DialIP does: not path-selected.
+func (d *Dialer) DialIP(ctx context.Context, network string, laddr, raddr netip.Addr) (*net.IPConn, error) {
+	return d.netDialer(MultipathUnspecified).DialIP(ctx, network, laddr, raddr)
+}
+
+// DialUnix dials a Unix socket as net.Dialer.DialUnix does.
+func (d *Dialer) DialUnix(ctx context.Context, network string, laddr, raddr *net.UnixAddr) (*net.UnixConn, error) {
+	return d.netDialer(MultipathUnspecified).DialUnix(ctx, network, laddr, raddr)
+}
+
+// osConn returns the operating system's connection under c as a T. A
+// *Conn's Close would end the Manager's MPTCP accounting of it: for the
+// connection returned that happens when it is garbage collected.
+func osConn[T any, P interface {
+	*T
+	net.Conn
+}](c net.Conn, network string) (P, error) {
+	var release func()
+	if ic, ok := c.(*Conn); ok {
+		c, release = ic.Conn, ic.release
+	}
+	t, ok := c.(P)
+	if !ok {
+		c.Close()
+		if release != nil {
+			release()
+		}
+		return nil, &net.OpError{Op: "dial", Net: network, Err: fmt.Errorf("intents: dialed a %T", c)}
+	}
+	if release != nil {
+		runtime.AddCleanup((*T)(t), func(release func()) { release() }, release)
+	}
+	return t, nil
 }
 
 // Binding says how a connection was steered onto its path.
@@ -196,6 +297,7 @@ func (d *Dialer) Dial(network, address string) (net.Conn, error) {
 // operating system routed are what net.Dialer returns. Errors are
 // *net.OpError; when no path is permitted, its Err is a *NoPathError.
 func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	ctx = d.withMPTCPDefault(ctx)
 	in, _ := FromContext(ctx)
 	switch network {
 	case "tcp", "tcp4", "tcp6", "udp", "udp4", "udp6":
@@ -276,7 +378,7 @@ func (d *Dialer) withDeadline(ctx context.Context) (context.Context, context.Can
 // netDialer is the net.Dialer equivalent of d, without binding.
 func (d *Dialer) netDialer(mp Multipath) *net.Dialer {
 	nd := &net.Dialer{
-		Timeout: d.Timeout, Deadline: d.Deadline,
+		Timeout: d.Timeout, Deadline: d.Deadline, LocalAddr: d.LocalAddr,
 		KeepAlive: d.KeepAlive, KeepAliveConfig: d.KeepAliveConfig,
 		FallbackDelay: d.FallbackDelay,
 		Control:       d.Control, ControlContext: d.ControlContext,
@@ -323,6 +425,11 @@ func (d *Dialer) dialPath(ctx context.Context, m *Manager, network, host string,
 	}
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
+	if p.Type != TypeLoopback && len(addrs) > 0 && !slices.ContainsFunc(addrs, func(a netip.Addr) bool { return !a.IsLoopback() }) {
+		// A name for this host: no access network reaches it, the
+		// operating system does, over loopback.
+		return d.netDialer(mp).DialContext(ctx, network, net.JoinHostPort(addrs[0].String(), strconv.Itoa(int(port))))
 	}
 	// Only addresses the path can reach: of a family it has an address of.
 	addrs = slices.DeleteFunc(addrs, func(a netip.Addr) bool {
@@ -581,4 +688,53 @@ func (d *Dialer) markDSCP(ctx context.Context, network string, c syscall.RawConn
 	if dscp := in.DSCP(); dscp != DSCPDefault {
 		_ = sockopt.SetDSCP(c, dscp, strings.HasSuffix(network, "6"))
 	}
+}
+
+// BindDialer returns a copy of base (nil: a zero net.Dialer) whose sockets
+// are bound to the path that m's policy (nil m: DefaultManager) picks, for
+// the intents in the dial's context, for each address it connects to: the
+// way to path-bound connections where an API insists on a *net.Dialer
+// (tls.Dialer.NetDialer, libraries taking one). base's own Control or
+// ControlContext still runs, after the binding. Names are resolved by the
+// net.Dialer (the system resolver), not per path; the source address
+// follows the bound interface. A dial whose intents permit no path fails
+// with a *NoPathError; a decision for system routing binds nothing.
+func BindDialer(m *Manager, base *net.Dialer) *net.Dialer {
+	var d net.Dialer
+	if base != nil {
+		d = *base
+	}
+	userCtl, userCtlCtx := d.Control, d.ControlContext
+	d.Control = nil
+	d.ControlContext = func(ctx context.Context, network, address string, c syscall.RawConn) error {
+		mgr := m
+		if mgr == nil {
+			var err error
+			if mgr, err = DefaultManager(); err != nil {
+				return err
+			}
+		}
+		host, port, err := splitHostPort(ctx, network, address)
+		if err != nil {
+			return err
+		}
+		pl, err := mgr.plan(ctx, network, host, port, false)
+		if err != nil {
+			return err
+		}
+		if p := pl.choices[0].Path; p != nil {
+			err := sockopt.BindToInterface(c, p.Index, p.Name, strings.HasSuffix(network, "6"))
+			if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+				return fmt.Errorf("intents: binding to %s: %w", p.Name, err)
+			}
+		}
+		if userCtlCtx != nil {
+			return userCtlCtx(ctx, network, address, c)
+		}
+		if userCtl != nil {
+			return userCtl(network, address, c)
+		}
+		return nil
+	}
+	return &d
 }

@@ -46,16 +46,17 @@ func ExampleDialer() {
 }
 
 // With a Manager and a policy, each dial goes out on the path the intents
-// and the policy choose: here bulk transfers to the path with the most
-// bandwidth, never over cellular.
+// and the policy choose; a dial that the intents permit no path for fails
+// at once with a *NoPathError that says what excluded each path. Here the
+// destination is this host, reached over loopback, unless loopback is
+// prohibited.
 func ExampleDialer_withManager() {
-	m, err := intents.NewManager(intents.Config{
-		Paths: []intents.PathConfig{
-			{Interface: "eth0", DNS: []string{"192.0.2.53"}, Bandwidth: 100e6},
-			{Interface: "wwan0", Type: intents.TypeCellular, Bandwidth: 50e6},
-		},
-		Policy: &policy.ByCategory{},
-	})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	m, err := intents.NewManager(intents.Config{Policy: &policy.ByCategory{}, NoWatch: true})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -66,17 +67,22 @@ func ExampleDialer_withManager() {
 		SizeToBeReceived: 200 << 20,
 		Types:            map[intents.InterfaceType]intents.Level{intents.TypeCellular: intents.LevelProhibit},
 	})
-	conn, err := d.DialContext(ctx, "tcp", "downloads.example:443")
+	conn, err := d.DialContext(ctx, "tcp", l.Addr().String())
 	if err != nil {
-		var npe *intents.NoPathError
-		if errors.As(err, &npe) {
-			fmt.Println("no path:", npe.Excluded)
-		}
-		return
+		log.Fatal(err)
 	}
-	defer conn.Close()
-	p, _ := intents.PathOf(conn)
-	fmt.Println("downloading over", p.Name)
+	conn.Close()
+	fmt.Println("connected, cellular prohibited")
+
+	// A refinement adds a restriction (it can never lift one).
+	ctx = intents.WithIntents(ctx, intents.Intents{
+		Types: map[intents.InterfaceType]intents.Level{intents.TypeLoopback: intents.LevelProhibit}})
+	_, err = d.DialContext(ctx, "tcp", l.Addr().String())
+	var npe *intents.NoPathError
+	fmt.Println(errors.As(err, &npe), npe.Excluded)
+	// Output:
+	// connected, cellular prohibited
+	// true [{loopback prohibited (prohibit=loopback)}]
 }
 
 // Intents parse from, and print as, a compact text form for flags and

@@ -183,9 +183,10 @@ func FromContext(ctx context.Context) (Intents, bool) {
 
 // Merge returns in overridden by over, field by field: every non-zero scalar
 // of over replaces in's; the preference maps are merged key by key with over
-// winning (so over can reset a key with LevelNone); ProhibitExpensive and
-// ProhibitConstrained are or-ed, since a refinement may add a restriction but
-// never silently lift one. Neither argument is modified.
+// winning (so over can reset a key with LevelNone), except that a
+// prohibition stays; ProhibitExpensive and ProhibitConstrained are or-ed:
+// a refinement may add a restriction but never silently lift one. Neither
+// argument is modified.
 func (in Intents) Merge(over Intents) Intents {
 	out := in.clone()
 	override(&out.Category, over.Category)
@@ -200,19 +201,26 @@ func (in Intents) Merge(over Intents) Intents {
 	override(&out.Multipath, over.Multipath)
 	out.ProhibitExpensive = out.ProhibitExpensive || over.ProhibitExpensive
 	out.ProhibitConstrained = out.ProhibitConstrained || over.ProhibitConstrained
-	if len(over.Interfaces) > 0 {
-		if out.Interfaces == nil {
-			out.Interfaces = make(map[string]Level, len(over.Interfaces))
-		}
-		maps.Copy(out.Interfaces, over.Interfaces)
-	}
-	if len(over.Types) > 0 {
-		if out.Types == nil {
-			out.Types = make(map[InterfaceType]Level, len(over.Types))
-		}
-		maps.Copy(out.Types, over.Types)
-	}
+	out.Interfaces = mergeLevels(out.Interfaces, over.Interfaces)
+	out.Types = mergeLevels(out.Types, over.Types)
 	return out
+}
+
+// mergeLevels sets dst's levels to over's, key by key, except that a
+// prohibition stays: a refinement may restrict, never lift one.
+func mergeLevels[K comparable](dst, over map[K]Level) map[K]Level {
+	if len(over) == 0 {
+		return dst
+	}
+	if dst == nil {
+		dst = make(map[K]Level, len(over))
+	}
+	for k, l := range over {
+		if dst[k] != LevelProhibit {
+			dst[k] = l
+		}
+	}
+	return dst
 }
 
 // override sets *dst to v unless v is the zero value ("not said").
@@ -507,12 +515,23 @@ func parseBitrate(v string) (int64, error) { return parseScaled(v, bitrateUnits)
 // parseScaled reads a non-negative decimal number with an optional unit
 // suffix. Fractions are allowed when the result is a whole number.
 func parseScaled(v string, units []unit) (int64, error) {
-	num, scale := v, int64(1)
+	num, scale, matched := v, int64(1), false
 	for _, u := range units {
 		if n, ok := strings.CutSuffix(v, u.suffix); ok {
-			num, scale = strings.TrimSpace(n), u.scale
+			num, scale, matched = strings.TrimSpace(n), u.scale, true
 			break
 		}
+	}
+	if suffix := strings.TrimLeft(v, "0123456789. "); !matched && suffix != "" && suffix != v {
+		// A number with a unit that is not one: say which would be.
+		names := make([]string, len(units))
+		for i, u := range units {
+			if strings.EqualFold(u.suffix, suffix) {
+				return 0, fmt.Errorf("unit %q: units are case-sensitive, did you mean %q?", suffix, u.suffix)
+			}
+			names[i] = u.suffix
+		}
+		return 0, fmt.Errorf("unknown unit %q (want one of %s)", suffix, strings.Join(names, ", "))
 	}
 	if num == "" || strings.ContainsAny(num, "+-eExXpP_") {
 		return 0, fmt.Errorf("not a non-negative number")

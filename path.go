@@ -215,19 +215,37 @@ func (m *Manager) subscribe(f func()) (unsubscribe func()) {
 }
 
 var (
-	defaultManagerOnce sync.Once
-	defaultManager     *Manager
-	defaultManagerErr  error
+	defaultManagerMu  sync.Mutex
+	defaultManager    *Manager
+	defaultManagerErr error
 )
 
 // DefaultManager returns the process-wide Manager that discovers every
-// interface and uses no policy. A Dialer or Resolver without a Manager uses
-// it when intents constrain paths. It is created on first use.
+// interface and uses no policy. A Dialer, Resolver, Pool or Transport
+// without a Manager uses it when intents constrain paths. It is created on
+// first use and then watches interface changes with a goroutine of its own
+// until CloseDefaultManager (tests that check for leaked goroutines call
+// that, or create no intents that constrain paths without a Manager).
 func DefaultManager() (*Manager, error) {
-	defaultManagerOnce.Do(func() {
+	defaultManagerMu.Lock()
+	defer defaultManagerMu.Unlock()
+	if defaultManager == nil && defaultManagerErr == nil {
 		defaultManager, defaultManagerErr = NewManager(Config{})
-	})
+	}
 	return defaultManager, defaultManagerErr
+}
+
+// CloseDefaultManager closes the Manager DefaultManager made, if it made
+// one, stopping its watcher; the next DefaultManager call makes a new one.
+func CloseDefaultManager() error {
+	defaultManagerMu.Lock()
+	m := defaultManager
+	defaultManager, defaultManagerErr = nil, nil
+	defaultManagerMu.Unlock()
+	if m == nil {
+		return nil
+	}
+	return m.Close()
 }
 
 // NewManager discovers the paths described by cfg and, unless cfg.NoWatch,

@@ -18,8 +18,9 @@ import (
 	"github.com/sockintents/intents/internal/tcpinfo"
 )
 
-// Pool defaults, those of the browsers the Socket Intents paper measured
-// and of its simulator.
+// Pool defaults: the limits of the browsers the Socket Intents paper
+// measured and of its simulator. A Transport has no limits unless set (as
+// http.DefaultTransport); the page-load benchmark sets these.
 const (
 	DefaultMaxConnsPerHost = 6
 	DefaultMaxConns        = 17
@@ -182,40 +183,39 @@ func (w *waiter) stopTimer() {
 
 // core is the policy-driven connection pool shared by Pool and Transport.
 type core struct {
-	m           *Manager
-	maxPerHost  int
-	maxTotal    int
-	idleTimeout time.Duration
+	m *Manager
+	limits
 
-	mu       sync.Mutex
-	entries  map[string][]*entry // by key
-	dialing  map[dialKey]int     // dials in progress, by key and path
-	total    int                 // entries plus dials in progress
-	waiters  []*waiter           // FIFO
-	stats    map[string]*PathStats
-	nextID   uint64
-	closed   bool
-	unsub    func()
-	sweeper  *time.Timer // closes idle connections; armed while there are any
-	ticker   *time.Timer // samples active connections; armed while there are any
-	lastTick time.Time
-	windows  map[string]*deliveryWindow // by path name
+	mu        sync.Mutex
+	entries   map[string][]*entry // by key
+	dialing   map[dialKey]int     // dials in progress, by key and path
+	total     int                 // entries plus dials in progress
+	waiters   []*waiter           // FIFO
+	stats     map[string]*PathStats
+	nextID    uint64
+	closed    bool
+	unsub     func()
+	unsubOnce sync.Once
+	sweeper   *time.Timer // closes idle connections; armed while there are any
+	ticker    *time.Timer // samples active connections; armed while there are any
+	lastTick  time.Time
+	windows   map[string]*deliveryWindow // by path name
 
 	testHookQueued func() // called under mu when a request joins the queue
 }
 
-func newCore(m *Manager, perHost, total int, idle time.Duration) *core {
-	c := &core{m: m, maxPerHost: perHost, maxTotal: total, idleTimeout: idle,
+// limits are a pool's bounds; 0 means none.
+type limits struct {
+	maxPerHost  int           // connections to one destination
+	maxTotal    int           // connections in all
+	idlePerHost int           // idle connections kept per destination
+	idleTotal   int           // idle connections kept in all
+	idleTimeout time.Duration // an idle connection is closed after this
+}
+
+func newCore(m *Manager, l limits) *core {
+	c := &core{m: m, limits: l,
 		entries: map[string][]*entry{}, dialing: map[dialKey]int{}, stats: map[string]*PathStats{}}
-	if c.maxPerHost <= 0 {
-		c.maxPerHost = DefaultMaxConnsPerHost
-	}
-	if c.maxTotal <= 0 {
-		c.maxTotal = DefaultMaxConns
-	}
-	if c.idleTimeout <= 0 {
-		c.idleTimeout = DefaultIdleTimeout
-	}
 	if m != nil {
 		c.unsub = m.subscribe(c.drainGonePaths)
 	}
@@ -506,7 +506,7 @@ func (c *core) tryChoices(w *waiter, only *Path) (grant, bool) {
 			// closing idle connections: one passing others (see
 			// serveWaiters) would close what those ahead may yet take.
 			first := !c.waitingAhead(w)
-			if first && !c.roomFor(w.key) && len(es)+c.dialingTo(w.key) < c.maxPerHost {
+			if first && !c.roomFor(w.key) && c.underHostLimit(w.key) {
 				c.closeOldestIdle() // make room under the total limit, as browsers do
 			}
 			if i == 0 && ch.Fresh && !c.roomFor(w.key) {
@@ -654,7 +654,13 @@ func (c *core) reserve(w *waiter, e *entry, now time.Time) (grant, bool) {
 }
 
 func (c *core) roomFor(key string) bool {
-	return len(c.entries[key])+c.dialingTo(key) < c.maxPerHost && c.total < c.maxTotal
+	return c.underHostLimit(key) && (c.maxTotal <= 0 || c.total < c.maxTotal)
+}
+
+// underHostLimit reports whether key may have one more connection by the
+// per-destination limit.
+func (c *core) underHostLimit(key string) bool {
+	return c.maxPerHost <= 0 || len(c.entries[key])+c.dialingTo(key) < c.maxPerHost
 }
 
 // closeIdleOf closes the longest idle connection among es that is not on
@@ -743,11 +749,44 @@ func (c *core) changedLocked(e *entry) {
 		e.lastUsed, e.idleSince = now, now
 		c.sampleTCP(e)
 		c.setActive(e, false)
-		if c.sweeper == nil {
+		if c.sweeper == nil && c.idleTimeout > 0 {
 			c.sweeper = time.AfterFunc(c.idleTimeout, c.sweep)
 		}
 	}
 	c.serveWaiters()
+	if !e.removed && e.c.inFlight() == 0 {
+		c.trimIdle(e)
+	}
+}
+
+// trimIdle keeps the idle connections within the idle limits, under c.mu,
+// as net/http's tryPutIdleConn does: e, just gone idle (and not taken by a
+// waiter), is closed if its destination has enough idle ones; then the
+// longest idle connection anywhere while there are too many in all.
+func (c *core) trimIdle(e *entry) {
+	if c.idlePerHost > 0 && c.idleCount(c.entries[e.key]) > c.idlePerHost {
+		c.remove(e)
+		return
+	}
+	if c.idleTotal <= 0 {
+		return
+	}
+	n := 0
+	for _, es := range c.entries {
+		n += c.idleCount(es)
+	}
+	for ; n > c.idleTotal && c.closeOldestIdle(); n-- {
+	}
+}
+
+func (c *core) idleCount(es []*entry) int {
+	n := 0
+	for _, e := range es {
+		if e.c.inFlight() == 0 && !e.removed {
+			n++
+		}
+	}
+	return n
 }
 
 // sweep closes connections idle for IdleTimeout and re-arms itself for the
@@ -861,7 +900,7 @@ func (c *core) anyFree(key string) bool {
 // under its own limit and only the total limit stands in the way (what
 // tryChoices does with closeOldestIdle).
 func (c *core) roomByClosingIdle(key string) bool {
-	if len(c.entries[key])+c.dialingTo(key) >= c.maxPerHost {
+	if !c.underHostLimit(key) {
 		return false
 	}
 	for _, es := range c.entries {
@@ -996,9 +1035,16 @@ func (c *core) close() {
 	}
 	c.waiters = nil
 	c.mu.Unlock()
-	if c.unsub != nil {
-		c.unsub()
-	}
+	c.unsubscribe()
+}
+
+// unsubscribe ends the subscription to the Manager's path changes, once.
+func (c *core) unsubscribe() {
+	c.unsubOnce.Do(func() {
+		if c.unsub != nil {
+			c.unsub()
+		}
+	})
 }
 
 // Pool keeps connections for request/response protocols over TCP and lets
@@ -1018,12 +1064,15 @@ type Pool struct {
 	// Dialer dials new connections (its Timeout, KeepAlive, Control...);
 	// nil uses a zero Dialer. Its Manager is ignored for the Pool's.
 	Dialer *Dialer
-	// MaxConnsPerHost limits connections per destination (default 6).
+	// MaxConnsPerHost limits connections per destination (default 6;
+	// negative: no limit).
 	MaxConnsPerHost int
-	// MaxConns limits connections in total (default 17); at the limit, the
-	// longest idle connection is closed to make room.
+	// MaxConns limits connections in total (default 17; negative: no
+	// limit); at the limit, the longest idle connection is closed to make
+	// room.
 	MaxConns int
-	// IdleTimeout closes connections idle this long (default 30s).
+	// IdleTimeout closes connections idle this long (default 30s;
+	// negative: never).
 	IdleTimeout time.Duration
 
 	once sync.Once
@@ -1032,7 +1081,17 @@ type Pool struct {
 
 func (p *Pool) init() {
 	p.once.Do(func() {
-		p.core = newCore(p.Manager, p.MaxConnsPerHost, p.MaxConns, p.IdleTimeout)
+		l := limits{maxPerHost: p.MaxConnsPerHost, maxTotal: p.MaxConns, idleTimeout: p.IdleTimeout}
+		if l.maxPerHost == 0 {
+			l.maxPerHost = DefaultMaxConnsPerHost
+		}
+		if l.maxTotal == 0 {
+			l.maxTotal = DefaultMaxConns
+		}
+		if l.idleTimeout == 0 {
+			l.idleTimeout = DefaultIdleTimeout
+		}
+		p.core = newCore(p.Manager, l)
 	})
 }
 

@@ -343,7 +343,7 @@ func granted(t *testing.T, w *waiter, msgAndArgs ...any) grant {
 // destination "k".
 func poolWith(m *Manager, perHost, total int, paths []*Path, es ...*entry) *core {
 	m.paths.Store(&paths)
-	c := newCore(m, perHost, total, time.Minute)
+	c := newCore(m, limits{maxPerHost: perHost, maxTotal: total, idleTimeout: time.Minute})
 	c.entries["k"] = es
 	c.total = len(es)
 	return c
@@ -617,7 +617,7 @@ func TestWaitForABusyConnectionEnds(t *testing.T) {
 // A grant given back unused (its waiter's context ended as it was handed
 // over) frees the slot it reserved.
 func TestUndoGivesTheSlotBack(t *testing.T) {
-	c := newCore(nil, 6, 17, time.Minute)
+	c := newCore(nil, limits{maxPerHost: 6, maxTotal: 17, idleTimeout: time.Minute})
 	e := &entry{id: 1, key: "k", c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
 	c.entries["k"] = []*entry{e}
 	c.total = 1

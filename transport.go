@@ -2,11 +2,16 @@ package intents
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
+	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,25 +33,39 @@ import (
 // http.Transport whose dialer binds the socket to the chosen path, so
 // HTTP/1.1, HTTP/2, TLS and proxies behave as in net/http.
 //
-// The zero Transport behaves like http.DefaultTransport, except that it
-// keeps at most 6 connections per host and 17 in total, as browsers do.
-// A Transport must not be copied after first use.
+// The zero Transport behaves like http.DefaultTransport: no limit on
+// connections per host, at most 2 idle ones kept per host and 100 in all,
+// closed after 90 s idle (Base's settings). Browser-like limits (6 per
+// host, 17 in all, as the Socket Intents paper's browsers) are a setting:
+// MaxConnsPerHost and MaxConns. A Transport must not be copied after first
+// use; Close ends it.
 type Transport struct {
 	// Manager supplies paths and policy. nil: operating system routing,
 	// and DefaultManager for requests whose intents constrain paths.
 	Manager *Manager
-	// Base is the template of the inner transport (TLS configuration,
-	// proxy, protocols, timeouts); its dial functions are replaced. nil: a
-	// clone of http.DefaultTransport.
+	// Base is the template of the inner transport: TLS configuration,
+	// proxy (called with each real request; the connection pool keys by
+	// the proxy chosen, as net/http does), protocols, timeouts and idle
+	// limits (MaxIdleConns, MaxIdleConnsPerHost, IdleConnTimeout). Its
+	// DialContext or Dial, if set, dials every connection instead of the
+	// Dialer (the operating system routes it then, unless that function
+	// binds it: see BindDialer), except a plain net.Dialer's DialContext
+	// (as in http.DefaultTransport.Clone()), which the Dialer replaces; MaxConnsPerHost applies as
+	// Transport.MaxConnsPerHost's default. nil: http.DefaultTransport's
+	// settings, as they were when this package was initialised.
 	Base *http.Transport
 	// Dialer dials the connections (Timeout, KeepAlive, Control...). nil:
 	// 30 s timeout and keep-alive, as http.DefaultTransport.
 	Dialer *Dialer
-	// MaxConnsPerHost limits connections per scheme, host and port (default
-	// 6); MaxConns limits them in total (default 17).
+	// MaxConnsPerHost limits connections per scheme, host, port and proxy;
+	// MaxConns limits them in total, closing the longest idle one to make
+	// room when it binds. 0: no limit (MaxConnsPerHost: Base's, if set),
+	// as in net/http; DefaultMaxConnsPerHost and DefaultMaxConns are the
+	// browsers' limits.
 	MaxConnsPerHost int
 	MaxConns        int
-	// IdleConnTimeout closes connections idle this long (default 30s).
+	// IdleConnTimeout closes connections idle this long (0: Base's, which
+	// is 90 s for http.DefaultTransport's settings; negative: never).
 	IdleConnTimeout time.Duration
 	// MaxSizeHints bounds how many Content-Lengths (by URL) are remembered
 	// as size hints for later requests (default 4096; negative: none).
@@ -69,14 +88,59 @@ type Transport struct {
 	// (with the defaults) where MPTCP is not available.
 	Aggregate *Aggregate
 
-	once   sync.Once
+	initMu sync.Mutex
+	ready  atomic.Bool // core, inner, dialer and sizes are set
 	core   *core
 	inner  *http.Transport
+	proxy  func(*http.Request) (*url.URL, error)                             // Base's
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error) // Base's, if any
 	dialer *Dialer
 	sizes  sizeCache
 
 	statsMu sync.Mutex
 	stats   map[string]*TransportPathStats
+
+	altMu    sync.Mutex
+	altProto atomic.Pointer[map[string]http.RoundTripper] // RegisterProtocol's, copied on write
+}
+
+// Clone returns a new Transport with t's settings (Base cloned), and
+// none of its connections or learned state.
+func (t *Transport) Clone() *Transport {
+	c := &Transport{Manager: t.Manager, Dialer: t.Dialer, MaxConnsPerHost: t.MaxConnsPerHost, MaxConns: t.MaxConns,
+		IdleConnTimeout: t.IdleConnTimeout, MaxSizeHints: t.MaxSizeHints, TwoStep: t.TwoStep}
+	if t.Base != nil {
+		c.Base = t.Base.Clone()
+	}
+	if t.Aggregate != nil {
+		a := *t.Aggregate
+		c.Aggregate = &a
+	}
+	if alt := t.altProto.Load(); alt != nil {
+		m := maps.Clone(*alt)
+		c.altProto.Store(&m)
+	}
+	return c
+}
+
+// RegisterProtocol has requests of scheme sent by rt, as
+// http.Transport.RegisterProtocol does; rt may return
+// http.ErrSkipAltProtocol to leave a request to t. It panics if scheme is
+// registered already.
+func (t *Transport) RegisterProtocol(scheme string, rt http.RoundTripper) {
+	t.altMu.Lock()
+	defer t.altMu.Unlock()
+	var m map[string]http.RoundTripper
+	if old := t.altProto.Load(); old != nil {
+		if _, ok := (*old)[scheme]; ok {
+			panic("protocol " + scheme + " already registered")
+		}
+		m = maps.Clone(*old)
+	} else {
+		m = map[string]http.RoundTripper{}
+	}
+	m[scheme] = rt
+	t.altProto.Store(&m)
 }
 
 // TransportPathStats count, per path, the requests a Transport sent and
@@ -88,27 +152,98 @@ type TransportPathStats struct {
 	ReceiveTime   time.Duration // time from the response headers to the end of each body read
 }
 
+// stdTransport is http.DefaultTransport as this package found it: a
+// Transport without Base takes its settings from it, even after a program
+// made an intents.Transport its http.DefaultTransport.
+var stdTransport = func() *http.Transport {
+	if t, ok := http.DefaultTransport.(*http.Transport); ok {
+		return t.Clone()
+	}
+	// Replaced before this package was initialised: its documented
+	// settings.
+	return &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true, MaxIdleConns: 100,
+		IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second, ExpectContinueTimeout: time.Second}
+}()
+
+// isNetDialerDial reports whether f is a *net.Dialer's DialContext, as in
+// http.DefaultTransport and its clones: the Dialer, which binds to the
+// chosen path, does that job, so such a Base.DialContext is replaced, not
+// honoured. (Method values of one method share their code pointer.)
+func isNetDialerDial(f func(context.Context, string, string) (net.Conn, error)) bool {
+	return reflect.ValueOf(f).Pointer() == reflect.ValueOf((&net.Dialer{}).DialContext).Pointer()
+}
+
+// init sets the Transport up on first use. Nothing in it can fail, and it
+// is marked done only at its end, so a Transport is never left half made.
 func (t *Transport) init() {
-	t.once.Do(func() {
-		base := t.Base
-		if base == nil {
-			base = http.DefaultTransport.(*http.Transport)
+	if t.ready.Load() {
+		return
+	}
+	t.initMu.Lock()
+	defer t.initMu.Unlock()
+	if t.ready.Load() {
+		return
+	}
+	base := t.Base
+	if base == nil {
+		base = stdTransport
+	}
+	inner := base.Clone()
+	t.proxy = inner.Proxy
+	switch {
+	case inner.DialContext != nil && !isNetDialerDial(inner.DialContext):
+		t.dial = inner.DialContext
+	case inner.Dial != nil: //nolint:staticcheck // honoured, as net/http does
+		dial := inner.Dial //nolint:staticcheck
+		t.dial = func(_ context.Context, network, addr string) (net.Conn, error) { return dial(network, addr) }
+	}
+	inner.Dial = nil //nolint:staticcheck
+	inner.DialContext = t.dialInner
+	if inner.DialTLSContext == nil && inner.DialTLS == nil { //nolint:staticcheck
+		inner.DialTLSContext = t.dialTLSInner
+	}
+	// The proxy was chosen for the real request (see roundTrip): the inner
+	// transport only gets it told.
+	inner.Proxy = func(r *http.Request) (*url.URL, error) {
+		if h, ok := r.Context().Value(dialHolderKey{}).(*dialHolder); ok {
+			return h.proxy, nil
 		}
-		t.inner = base.Clone()
-		t.inner.DialTLSContext = nil
-		t.inner.DialContext = t.dialInner
-		t.dialer = t.Dialer
-		if t.dialer == nil {
-			t.dialer = &Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-		}
-		idle := t.IdleConnTimeout
-		t.core = newCore(t.Manager, t.MaxConnsPerHost, t.MaxConns, idle)
-		t.sizes.max = t.MaxSizeHints
-		if t.sizes.max == 0 {
-			t.sizes.max = 4096
-		}
-		t.stats = map[string]*TransportPathStats{}
-	})
+		return nil, nil
+	}
+	// The pool keeps the limits: net/http's count of connections per host
+	// does not know about ClientConns and underflows when they close.
+	inner.MaxConnsPerHost = 0
+	t.inner = inner
+	t.dialer = t.Dialer
+	if t.dialer == nil {
+		t.dialer = &Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	}
+	l := limits{maxPerHost: t.MaxConnsPerHost, maxTotal: max(t.MaxConns, 0), idleTimeout: t.IdleConnTimeout,
+		idlePerHost: base.MaxIdleConnsPerHost, idleTotal: base.MaxIdleConns}
+	if l.maxPerHost == 0 {
+		l.maxPerHost = base.MaxConnsPerHost
+	}
+	if l.idleTimeout == 0 {
+		l.idleTimeout = base.IdleConnTimeout
+	}
+	switch { // as net/http's maxIdleConnsPerHost
+	case l.idlePerHost == 0:
+		l.idlePerHost = http.DefaultMaxIdleConnsPerHost
+	case l.idlePerHost < 0:
+		l.idlePerHost = -1 // none kept
+	}
+	t.core = newCore(t.Manager, l)
+	if t.Manager != nil {
+		// A Transport dropped without Close still ends its subscription
+		// to the Manager once it is collected.
+		runtime.AddCleanup(t, func(c *core) { c.unsubscribe() }, t.core)
+	}
+	t.sizes.max = t.MaxSizeHints
+	if t.sizes.max == 0 {
+		t.sizes.max = 4096
+	}
+	t.stats = map[string]*TransportPathStats{}
+	t.ready.Store(true)
 }
 
 // dialHolder carries a dial's choice into the inner transport's DialContext
@@ -116,7 +251,9 @@ func (t *Transport) init() {
 type dialHolder struct {
 	choice Choice
 	intent Multipath
+	proxy  *url.URL
 	raw    net.Conn
+	tls    *tls.Conn // for HTTPS without a proxy
 }
 
 type dialHolderKey struct{}
@@ -130,13 +267,64 @@ func (t *Transport) dialInner(ctx context.Context, network, address string) (net
 	if err != nil {
 		return nil, err
 	}
-	c, err := t.dialer.dialChoice(ctx, t.core.m, network, host, port, h.choice, h.intent)
+	var c net.Conn
+	if t.dial != nil {
+		c, err = t.dial(ctx, network, address)
+	} else {
+		c, err = t.dialer.dialChoice(ctx, t.core.m, network, host, port, h.choice, h.intent)
+	}
 	h.raw = c
 	return c, err
 }
 
-// clientConn is an *http.ClientConn in the pool.
-type clientConn struct{ cc *http.ClientConn }
+// dialTLSInner dials as dialInner does and wraps the connection in TLS
+// as net/http's Transport would (its TLSClientConfig, with the ALPN
+// protocols it set there, and the server name), leaving the handshake to
+// it, so its trace hooks see it as usual. It exists so that the pool has
+// the *tls.Conn to give httptrace's GotConn, as net/http does.
+// TLSHandshakeTimeout, which net/http applies only to handshakes of its
+// own, is kept by a deadline that the handshake's end lifts.
+func (t *Transport) dialTLSInner(ctx context.Context, network, address string) (net.Conn, error) {
+	raw, err := t.dialInner(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		raw.Close()
+		return nil, err
+	}
+	cfg := &tls.Config{}
+	if t.inner.TLSClientConfig != nil {
+		cfg = t.inner.TLSClientConfig.Clone()
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = host
+	}
+	if timeout := t.inner.TLSHandshakeTimeout; timeout > 0 {
+		raw.SetDeadline(time.Now().Add(timeout))
+		verify := cfg.VerifyConnection
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			raw.SetDeadline(time.Time{})
+			if verify != nil {
+				return verify(cs)
+			}
+			return nil
+		}
+	}
+	tc := tls.Client(raw, cfg)
+	if h, ok := ctx.Value(dialHolderKey{}).(*dialHolder); ok {
+		h.tls = tc
+	}
+	return tc, nil
+}
+
+// clientConn is an *http.ClientConn in the pool; tls is its TLS
+// connection, where it has one that the pool made.
+type clientConn struct {
+	cc  *http.ClientConn
+	tls *tls.Conn
+}
 
 func (c *clientConn) available() int                                    { return c.cc.Available() }
 func (c *clientConn) inFlight() int                                     { return c.cc.InFlight() }
@@ -157,6 +345,13 @@ func (c *clientConn) roundTrip(r *http.Request) (*http.Response, error) { return
 // their path went down.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.init()
+	if alt := t.altProto.Load(); alt != nil && req.URL != nil {
+		if rt := (*alt)[req.URL.Scheme]; rt != nil {
+			if resp, err := rt.RoundTrip(req); err != http.ErrSkipAltProtocol {
+				return resp, err
+			}
+		}
+	}
 	if cfg, ok := t.aggregateConfig(req); ok {
 		return t.aggregate(req, cfg)
 	}
@@ -196,56 +391,96 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	in, _ := FromContext(ctx)
 	isGet := req.Method == http.MethodGet || req.Method == ""
-	var url string // computed once, only when size hints need it
+	var sizeKey string // the URL, computed once, only when size hints need it
 	if isGet && t.sizes.max > 0 {
-		url = req.URL.String()
+		sizeKey = req.URL.String()
 		if in.SizeToBeReceived == 0 {
-			in.SizeToBeReceived = t.sizes.get(url)
+			in.SizeToBeReceived = t.sizes.get(sizeKey)
 		}
 	}
 	hostPort := net.JoinHostPort(host, portText)
 	key := scheme + "://" + hostPort
+	// The proxy is chosen for the real request, and connections through
+	// different proxies are different connections (net/http's
+	// connectMethodKey).
+	var proxy *url.URL
+	if t.proxy != nil {
+		if proxy, err = t.proxy(req); err != nil {
+			closeBody(req)
+			return nil, err
+		}
+		if proxy != nil {
+			key += " via " + proxy.String()
+		}
+	}
 	dest := Destination{Network: "tcp", Host: host, Port: uint16(port), TLS: scheme == "https"}
 	dial := func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
-		h := &dialHolder{choice: ch, intent: in.Multipath}
+		h := &dialHolder{choice: ch, intent: in.Multipath, proxy: proxy}
 		cc, err := t.inner.NewClientConn(context.WithValue(ctx, dialHolderKey{}, h), scheme, hostPort)
 		if err != nil {
 			return nil, nil, err
 		}
-		return &clientConn{cc: cc}, h.raw, nil
+		return &clientConn{cc: cc, tls: h.tls}, h.raw, nil
 	}
+	trace := httptrace.ContextClientTrace(ctx)
 	for attempt := 0; ; attempt++ {
+		if trace != nil && trace.GetConn != nil {
+			trace.GetConn(hostPort)
+		}
 		a, err := t.core.acquire(ctx, key, dest, &in, dial)
 		if err != nil {
 			closeBody(req)
 			return nil, err
 		}
 		e, reused := a.e, a.reused
-		if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.GotConn != nil {
-			trace.GotConn(httptrace.GotConnInfo{Conn: e.raw, Reused: reused, WasIdle: a.wasIdle, IdleTime: a.idle})
+		cc := e.c.(*clientConn)
+		if trace != nil && trace.GotConn != nil {
+			var conn net.Conn = e.raw
+			if cc.tls != nil {
+				conn = cc.tls // as net/http gives it
+			}
+			trace.GotConn(httptrace.GotConnInfo{Conn: conn, Reused: reused, WasIdle: a.wasIdle, IdleTime: a.idle})
 		}
 		t.count(e.path, func(s *TransportPathStats) { s.Requests++ })
 		expect := max(in.SizeToBeReceived, 0) // counted as pending on e by acquire
-		resp, err := e.c.(*clientConn).roundTrip(req)
+		resp, err := cc.roundTrip(req)
 		if err != nil {
 			e.addPending(-expect)
+			err = unwrapTransportErr(err)
 			down := e.pathDown.Load()
-			if attempt == 0 && ctx.Err() == nil && (reused || (down && e.path != nil)) {
+			var retry bool
+			switch {
+			case ctx.Err() != nil:
+			case unprocessed(err):
+				// The server never processed it (a graceful GOAWAY, a refused
+				// stream, a connection that took nothing): safe to send
+				// again whatever the method, as net/http does, on another
+				// connection; a few times, since a server that ends
+				// connections after a few requests may end the next too.
+				retry = attempt < maxUnprocessedRetries
+			case attempt == 0 && (reused || (down && e.path != nil)):
 				// A reused connection the server had closed, or a path that
 				// went down before any of the response came: once more, on
 				// another path in the second case, if that is safe.
-				if again, ok := rewind(req); ok {
+				retry = idempotent(req)
+			}
+			if retry {
+				if again, ok := rewound(req); ok {
 					req = again
-					if down {
+					if down && e.path != nil {
 						in = in.without(e.path)
+					}
+					if err := backoff(ctx, attempt); err != nil {
+						closeBody(req)
+						return nil, err
 					}
 					continue
 				}
 			}
 			return nil, e.pathErr(err)
 		}
-		if url != "" && resp.ContentLength >= 0 && resp.StatusCode == http.StatusOK {
-			t.sizes.put(url, resp.ContentLength)
+		if sizeKey != "" && resp.ContentLength >= 0 && resp.StatusCode == http.StatusOK {
+			t.sizes.put(sizeKey, resp.ContentLength)
 		}
 		if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil && resp.Body != http.NoBody {
 			cb := &countingBody{rc: resp.Body, t: t, e: e, start: time.Now()}
@@ -264,30 +499,24 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// rewind returns req ready to be sent again, if that is safe: an
-// idempotent method (or an Idempotency-Key header) and a body that can be
-// had again.
-func rewind(req *http.Request) (*http.Request, bool) {
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
-	default:
-		if req.Header.Get("Idempotency-Key") == "" && req.Header.Get("X-Idempotency-Key") == "" {
-			return nil, false
-		}
+// maxUnprocessedRetries bounds how often a request the server never
+// processed is sent again.
+const maxUnprocessedRetries = 6
+
+// backoff waits before sending a request again: not before the first
+// retry, then 10 ms doubling, at most a second, or until ctx ends.
+func backoff(ctx context.Context, attempt int) error {
+	if attempt == 0 {
+		return nil
 	}
-	if req.Body == nil || req.Body == http.NoBody {
-		return req, true
+	t := time.NewTimer(min(10*time.Millisecond<<(attempt-1), time.Second))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	if req.GetBody == nil {
-		return nil, false
-	}
-	body, err := req.GetBody()
-	if err != nil {
-		return nil, false
-	}
-	again := req.Clone(req.Context())
-	again.Body = body
-	return again, true
 }
 
 func (t *Transport) count(p *Path, f func(*TransportPathStats)) {
@@ -326,6 +555,16 @@ func (t *Transport) Stats() map[string]TransportPathStats {
 func (t *Transport) CloseIdleConnections() {
 	t.init()
 	t.core.closeIdle()
+}
+
+// Close closes the idle connections (the others once their requests are
+// done), ends the Transport's subscription to its Manager's path changes
+// and makes later requests fail with ErrPoolClosed. A Transport dropped without Close is ended when it is
+// garbage collected (once its idle connections are closed).
+func (t *Transport) Close() error {
+	t.init()
+	t.core.close()
+	return nil
 }
 
 // countingBody counts a response body's bytes for the path's statistics.

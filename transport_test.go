@@ -154,7 +154,7 @@ func TestTransportLimitsUnder200ConcurrentRequests(t *testing.T) {
 		servers = append(servers, srv)
 		counters = append(counters, cc)
 	}
-	tr := &Transport{}
+	tr := &Transport{MaxConnsPerHost: DefaultMaxConnsPerHost, MaxConns: DefaultMaxConns}
 	defer tr.CloseIdleConnections()
 	var wg sync.WaitGroup
 	for i := range 200 {

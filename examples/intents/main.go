@@ -72,18 +72,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, mf manage
 		err = usageError{fmt.Sprintf("unknown command %q", args[0])}
 	}
 	var ue usageError
+	var he helpError
 	switch {
+	case errors.As(err, &he):
+		// Asked for: the command's options on stdout, success.
+		fmt.Fprintf(stdout, "usage of intents %s:\n", he.fs.Name())
+		he.fs.SetOutput(stdout)
+		he.fs.PrintDefaults()
+		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "intents: %s\n%s", ue.msg, usage)
 		return 2
-	case errors.Is(err, flag.ErrHelp):
-		return 2
 	case err != nil:
-		fmt.Fprintf(stderr, "intents: %v\n", err)
+		// The library's errors carry the prefix already.
+		fmt.Fprintf(stderr, "intents: %s\n", strings.TrimPrefix(err.Error(), "intents: "))
 		return 1
 	}
 	return 0
 }
+
+// helpError is -h or -help given to a command.
+type helpError struct{ fs *flag.FlagSet }
+
+func (e helpError) Error() string { return e.fs.Name() + ": help requested" }
 
 type usageError struct{ msg string }
 
@@ -98,7 +109,7 @@ func newFlags(name string) *flag.FlagSet {
 func parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return usageError{fs.Name() + ": options"}
+			return helpError{fs}
 		}
 		return usageError{err.Error()}
 	}

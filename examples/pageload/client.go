@@ -96,7 +96,11 @@ func newContender(key string, cfg config) contender {
 	}
 	withPolicy := func(p intents.Policy, priors bool) contender {
 		m := manager(p, priors)
-		tr := &intents.Transport{Manager: m}
+		// The browsers' limits, as the page loader's other contenders have
+		// them; a browser keeps its idle connections too.
+		base := http.DefaultTransport.(*http.Transport).Clone()
+		base.MaxIdleConnsPerHost = pageload.MaxConnsPerHost
+		tr := &intents.Transport{Manager: m, MaxConnsPerHost: pageload.MaxConnsPerHost, MaxConns: pageload.MaxConns, Base: base}
 		if !cfg.SizeIntents {
 			// No size hints from the page: the Transport learns each
 			// object's size from its first 8 KiB (the two-step download).

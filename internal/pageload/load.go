@@ -15,8 +15,8 @@ import (
 )
 
 // Browser connection limits (Chrome's, as in the paper's prototype), for
-// the transports a Loader uses: intents.Transport keeps them by default;
-// give an http.Transport MaxConnsPerHost.
+// the transports a Loader uses: give an intents.Transport MaxConnsPerHost
+// and MaxConns, an http.Transport MaxConnsPerHost.
 const (
 	MaxConnsPerHost = 6
 	MaxConns        = 17
