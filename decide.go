@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 )
@@ -162,21 +163,30 @@ func (m *Manager) loopbackPermitted(in *Intents, d *decision, dest Destination) 
 	return nil // no loopback path known: nothing to hold against the OS's
 }
 
-// loopbackName reports whether host is a name that the hosts file maps to
-// loopback addresses only: the operating system reaches it over loopback,
-// which no access network's path can.
+// loopbackName reports whether host is a name that the Manager's hosts
+// file maps to loopback addresses only: the operating system reaches it
+// over loopback, which no access network's path can.
 func (m *Manager) loopbackName(host string) bool {
-	if m.resolver == nil || host == "" || (host[0] >= '0' && host[0] <= '9') || host[0] == '[' || host[0] == ':' {
-		return false
+	_, ok := m.loopbackAddr(host)
+	return ok
+}
+
+// loopbackAddr is the first address of a loopbackName host.
+func (m *Manager) loopbackAddr(host string) (netip.Addr, bool) {
+	if m == nil || m.resolver == nil || host == "" || (host[0] >= '0' && host[0] <= '9') || host[0] == '[' || host[0] == ':' {
+		return netip.Addr{}, false
 	}
 	m.resolver.init()
 	addrs := m.resolver.hosts.lookup(host)
 	for _, a := range addrs {
 		if !a.IsLoopback() {
-			return false
+			return netip.Addr{}, false
 		}
 	}
-	return len(addrs) > 0
+	if len(addrs) == 0 {
+		return netip.Addr{}, false
+	}
+	return addrs[0], true
 }
 
 // candidateIndex finds c in cands by address, as policies must answer with

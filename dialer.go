@@ -330,7 +330,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 		var conn net.Conn
 		var err error
 		if c.Path == nil {
-			conn, err = d.netDialer(pl.multipath(c)).DialContext(ctx, network, address)
+			conn, err = d.netDialer(pl.multipath(c)).DialContext(ctx, network, m.osAddress(host, port, address))
 		} else {
 			conn, err = d.dialPath(ctx, m, network, host, port, c.Path, pl.multipath(c))
 		}
@@ -673,9 +673,20 @@ func (d *Dialer) dialChoice(ctx context.Context, m *Manager, network, host strin
 		}
 	}
 	if c.Path == nil {
-		return d.netDialer(pl.multipath(c)).DialContext(ctx, network, net.JoinHostPort(host, strconv.Itoa(int(port))))
+		addr := net.JoinHostPort(host, strconv.Itoa(int(port)))
+		return d.netDialer(pl.multipath(c)).DialContext(ctx, network, m.osAddress(host, port, addr))
 	}
 	return d.dialPath(ctx, m, network, host, port, c.Path, pl.multipath(c))
+}
+
+// osAddress is what to dial for host when the operating system routes:
+// address, or for a name the Manager's hosts file maps to loopback, that
+// address (the Manager's hosts file may not be the system's).
+func (m *Manager) osAddress(host string, port uint16, address string) string {
+	if a, ok := m.loopbackAddr(host); ok {
+		return net.JoinHostPort(a.String(), strconv.Itoa(int(port)))
+	}
+	return address
 }
 
 // markDSCP sets the DSCP of the intents in ctx, if MarkDSCP is on. A

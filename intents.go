@@ -515,23 +515,26 @@ func parseBitrate(v string) (int64, error) { return parseScaled(v, bitrateUnits)
 // parseScaled reads a non-negative decimal number with an optional unit
 // suffix. Fractions are allowed when the result is a whole number.
 func parseScaled(v string, units []unit) (int64, error) {
-	num, scale, matched := v, int64(1), false
-	for _, u := range units {
-		if n, ok := strings.CutSuffix(v, u.suffix); ok {
-			num, scale, matched = strings.TrimSpace(n), u.scale, true
-			break
-		}
-	}
-	if suffix := strings.TrimLeft(v, "0123456789. "); !matched && suffix != "" && suffix != v {
-		// A number with a unit that is not one: say which would be.
+	num, scale := v, int64(1)
+	if suffix := strings.TrimLeft(v, "0123456789. "); suffix != "" && suffix != v {
+		// A number with a unit: one of units, exactly, or say which.
+		found := false
 		names := make([]string, len(units))
 		for i, u := range units {
-			if strings.EqualFold(u.suffix, suffix) {
-				return 0, fmt.Errorf("unit %q: units are case-sensitive, did you mean %q?", suffix, u.suffix)
+			if u.suffix == suffix {
+				num, scale, found = strings.TrimSpace(strings.TrimSuffix(v, suffix)), u.scale, true
+				break
 			}
 			names[i] = u.suffix
 		}
-		return 0, fmt.Errorf("unknown unit %q (want one of %s)", suffix, strings.Join(names, ", "))
+		if !found {
+			for _, u := range units {
+				if strings.EqualFold(u.suffix, suffix) {
+					return 0, fmt.Errorf("unit %q: units are case-sensitive, did you mean %q?", suffix, u.suffix)
+				}
+			}
+			return 0, fmt.Errorf("unknown unit %q (want one of %s)", suffix, strings.Join(names, ", "))
+		}
 	}
 	if num == "" || strings.ContainsAny(num, "+-eExXpP_") {
 		return 0, fmt.Errorf("not a non-negative number")

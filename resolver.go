@@ -114,6 +114,7 @@ func (r *Resolver) manager() (*Manager, error) {
 
 // prune forgets cached answers of paths that are gone or changed.
 func (r *Resolver) prune(paths []*Path) {
+	r.init() // the cache is made there
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	live := make(map[string]bool, len(paths))

@@ -165,6 +165,22 @@ var stdTransport = func() *http.Transport {
 		IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: 10 * time.Second, ExpectContinueTimeout: time.Second}
 }()
 
+// userDial is the caller's own dial function in base, if it has one that
+// is not a plain net.Dialer's: DialContext first, as net/http prefers it.
+func userDial(base *http.Transport) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if base.DialContext != nil {
+		if isNetDialerDial(base.DialContext) {
+			return nil
+		}
+		return base.DialContext
+	}
+	//lint:ignore SA1019 the deprecated Dial is honoured, as net/http does
+	if dial := base.Dial; dial != nil {
+		return func(_ context.Context, network, addr string) (net.Conn, error) { return dial(network, addr) }
+	}
+	return nil
+}
+
 // isNetDialerDial reports whether f is a *net.Dialer's DialContext, as in
 // http.DefaultTransport and its clones: the Dialer, which binds to the
 // chosen path, does that job, so such a Base.DialContext is replaced, not
@@ -190,16 +206,12 @@ func (t *Transport) init() {
 	}
 	inner := base.Clone()
 	t.proxy = inner.Proxy
-	switch {
-	case inner.DialContext != nil && !isNetDialerDial(inner.DialContext):
-		t.dial = inner.DialContext
-	case inner.Dial != nil: //nolint:staticcheck // honoured, as net/http does
-		dial := inner.Dial //nolint:staticcheck
-		t.dial = func(_ context.Context, network, addr string) (net.Conn, error) { return dial(network, addr) }
-	}
-	inner.Dial = nil //nolint:staticcheck
+	t.dial = userDial(inner)
+	//lint:ignore SA1019 the deprecated Dial is honoured, as net/http does; ours replaces it
+	inner.Dial = nil
 	inner.DialContext = t.dialInner
-	if inner.DialTLSContext == nil && inner.DialTLS == nil { //nolint:staticcheck
+	//lint:ignore SA1019 a deprecated DialTLS is the caller's and stays
+	if inner.DialTLSContext == nil && inner.DialTLS == nil {
 		inner.DialTLSContext = t.dialTLSInner
 	}
 	// The proxy was chosen for the real request (see roundTrip): the inner

@@ -174,3 +174,21 @@ func TestResolve(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr.String(), "no up path has a DNS server")
 }
+
+// -h of a command lists its flags on stdout and succeeds; an error from
+// the library is printed with one "intents:" prefix, not two.
+func TestCommandHelpAndErrorText(t *testing.T) {
+	for _, cmd := range []string{"paths", "resolve", "get"} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{cmd, "-h"}, &stdout, &stderr, loopManager(t, ""))
+		assert.Equal(t, 0, code, "%s -h: %s", cmd, stderr.String())
+		assert.Contains(t, stdout.String(), "usage of intents "+cmd)
+		assert.Contains(t, stdout.String(), "  -", "%s -h lists its flags", cmd)
+	}
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"get", "-intents", "prohibit=loopback", "http://127.0.0.1:9/"},
+		io.Discard, &stderr, loopManager(t, ""))
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr.String(), "no permitted path")
+	assert.NotContains(t, stderr.String(), "intents: intents:")
+}
