@@ -51,12 +51,6 @@ func (a Aggregate) withDefaults(paths int) Aggregate {
 	return a
 }
 
-// ErrObjectChanged is returned (from a response body's Read) when the
-// object changed on the server during an aggregated download: the ranges
-// already delivered and the rest would be of two versions, so the download
-// stops rather than stitch them.
-var ErrObjectChanged = errors.New("intents: the object changed on the server during the download")
-
 // aggregateConfig is the configuration to fetch req in ranges with, if
 // it may be: Transport.Aggregate, or the defaults for a request whose
 // intents ask for multipath=aggregate where MPTCP is not available. Only a
@@ -101,7 +95,7 @@ func (t *Transport) aggregate(req *http.Request, cfg Aggregate) (*http.Response,
 				return nil, err
 			}
 		}
-		paths, _ = permit(nil, &in, m.Paths(), 0, false)
+		paths, _ = permit(&in, m.Paths(), 0, false)
 	}
 	cfg = cfg.withDefaults(max(len(paths), 1))
 	// The first range is read by the aggregated body alongside the others:

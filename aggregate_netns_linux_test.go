@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
-	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -27,6 +26,7 @@ import (
 // path 1 down during aggregated and two-step downloads and under plain
 // requests.
 func TestNetnsAggregate(t *testing.T) {
+	testbed.SkipIfShort(t, "40 s")
 	testbed.RequireRoot(t)
 	tb := testbed.New(t, testbed.Spec{
 		Paths: []testbed.PathSpec{testbed.Symmetric(20*time.Millisecond, 10e6), testbed.Symmetric(60*time.Millisecond, 5e6)},
@@ -106,9 +106,7 @@ func get(t *testing.T, rt http.RoundTripper, in intents.Intents, size int64, dur
 }
 
 func TestNetnsAggregateChild(t *testing.T) {
-	if os.Getenv(testbed.ChildEnv) == "" {
-		t.Skip("child half of TestNetnsAggregate: runs only inside the namespace that test makes")
-	}
+	testbed.ChildArg(t, "TestNetnsAggregate")
 	m, err := intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}},
 		MPTCPEndpoints: true})
 	require.NoError(t, err)

@@ -38,16 +38,17 @@ func (d *decision) noPath(dest Destination, why string) error {
 // m may be nil: without path constraints in the intents, that is operating
 // system routing; with them, DefaultManager decides.
 func (m *Manager) decide(ctx context.Context, in *Intents, dest Destination, cands []Candidate, skip []*Path, queued int64) (d decision, err error) {
-	if trace := decisionTrace(ctx, m); trace != nil {
+	trace := decisionTrace(ctx, m)
+	if trace != nil {
 		defer func() {
 			trace(DecisionInfo{Intents: *in, Dest: dest, Permitted: d.permitted, Excluded: d.excl,
 				Candidates: cands, Choices: d.choices, Reason: d.reason, Err: err})
 		}()
 	}
-	return m.decideUntraced(in, dest, cands, skip, queued)
+	return m.decideUntraced(in, dest, cands, skip, queued, trace != nil)
 }
 
-func (m *Manager) decideUntraced(in *Intents, dest Destination, cands []Candidate, skip []*Path, queued int64) (decision, error) {
+func (m *Manager) decideUntraced(in *Intents, dest Destination, cands []Candidate, skip []*Path, queued int64, explain bool) (decision, error) {
 	d := decision{intent: in.Multipath}
 	if d.intent == MultipathOff {
 		d.intent = MultipathUnspecified
@@ -82,7 +83,7 @@ func (m *Manager) decideUntraced(in *Intents, dest Destination, cands []Candidat
 		d.choices = append(d.choices, Choice{})
 		return d, nil
 	}
-	d.permitted, d.excl = permit(nil, in, m.Paths(), networkFamily(dest.Network), false)
+	d.permitted, d.excl = permit(in, m.Paths(), networkFamily(dest.Network), false)
 	d.permitted = slices.DeleteFunc(d.permitted, func(p *Path) bool {
 		if slices.Contains(skip, p) {
 			d.excl = append(d.excl, Exclusion{Path: p.Name, Reason: "failed for this request"})
@@ -105,7 +106,7 @@ func (m *Manager) decideUntraced(in *Intents, dest Destination, cands []Candidat
 	if m.cfg.Policy == nil {
 		pd.Choices, pd.Reason = []Choice{{}}, "no policy: system routing"
 	} else {
-		req := Request{Intents: *in, Dest: dest, Paths: d.permitted, Candidates: shown, Queued: queued}
+		req := Request{Intents: *in, Dest: dest, Paths: d.permitted, Candidates: shown, Queued: queued, Explain: explain}
 		m.cfg.Policy.Decide(&req, &pd)
 	}
 	d.reason = pd.Reason
@@ -150,7 +151,7 @@ func (m *Manager) loopbackPermitted(in *Intents, d *decision, dest Destination) 
 			lo = append(lo, p)
 		}
 	}
-	permitted, excl := permit(nil, in, lo, 0, true)
+	permitted, excl := permit(in, lo, 0, true)
 	switch {
 	case len(permitted) > 0:
 		return nil
@@ -189,11 +190,18 @@ func (m *Manager) loopbackAddr(host string) (netip.Addr, bool) {
 	return addrs[0], true
 }
 
-// candidateIndex finds c in cands by address, as policies must answer with
-// a pointer into Request.Candidates.
+// candidateIndex finds c among cands: by address, as Request.Candidates
+// hands them out, or by ID, so that a policy answering with a pointer to
+// a copy (a loop variable's address, say) still gets the connection it
+// meant instead of having its choice dropped.
 func candidateIndex(cands []Candidate, c *Candidate) int {
 	for i := range cands {
 		if &cands[i] == c {
+			return i
+		}
+	}
+	for i := range cands {
+		if cands[i].ID == c.ID {
 			return i
 		}
 	}

@@ -325,7 +325,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}
-	var firstErr error
+	var errs []error
 	for _, c := range pl.choices {
 		var conn net.Conn
 		var err error
@@ -337,16 +337,27 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 		if err == nil {
 			return conn, nil
 		}
-		firstErr = cmpErr(firstErr, err)
+		errs = append(errs, &PathError{Path: pathName(c.Path), Err: err})
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	var oe *net.OpError
-	if !errors.As(firstErr, &oe) {
-		firstErr = &net.OpError{Op: "dial", Net: network, Err: firstErr}
+	return nil, dialError(network, errs)
+}
+
+// dialError is the error of a dial whose every path failed: the one path's
+// error, or every path's, tagged with its path and joined (as sing-box's
+// dialParallelInterface keeps them), as a *net.OpError.
+func dialError(network string, errs []error) error {
+	var err error = errors.Join(errs...)
+	if len(errs) == 1 {
+		err = errs[0].(*PathError).Err
 	}
-	return nil, firstErr
+	var oe *net.OpError
+	if len(errs) == 1 && errors.As(err, &oe) {
+		return err
+	}
+	return &net.OpError{Op: "dial", Net: network, Err: err}
 }
 
 func splitHostPort(ctx context.Context, network, address string) (string, uint16, error) {
@@ -411,12 +422,12 @@ func (d *Dialer) netDialer(mp Multipath) *net.Dialer {
 // Eyeballs (RFC 8305) over the path's addresses.
 func (d *Dialer) dialPath(ctx context.Context, m *Manager, network, host string, port uint16, p *Path, mp Multipath) (net.Conn, error) {
 	trace := httptrace.ContextClientTrace(ctx)
-	_, literal := netip.ParseAddr(host)
-	if trace != nil && trace.DNSStart != nil && literal != nil {
+	_, notLiteral := netip.ParseAddr(host) // a name: resolved, so traced
+	if trace != nil && trace.DNSStart != nil && notLiteral != nil {
 		trace.DNSStart(httptrace.DNSStartInfo{Host: host})
 	}
 	addrs, err := m.Resolver().lookupChoice(ctx, network, host, p)
-	if trace != nil && trace.DNSDone != nil && literal != nil {
+	if trace != nil && trace.DNSDone != nil && notLiteral != nil {
 		info := httptrace.DNSDoneInfo{Err: err}
 		for _, a := range addrs {
 			info.Addrs = append(info.Addrs, net.IPAddr{IP: a.AsSlice(), Zone: a.Zone()})
@@ -549,7 +560,9 @@ func (d *Dialer) dialSerial(ctx context.Context, network string, port uint16, p 
 		if err == nil {
 			return c, nil
 		}
-		firstErr = cmpErr(firstErr, err)
+		if firstErr == nil {
+			firstErr = err // as net's dialSerial: the first address's error
+		}
 		if ctx.Err() != nil {
 			break
 		}

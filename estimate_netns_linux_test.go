@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 // 15 % of the path's setting and the estimated capacity within 25 % of its
 // rate.
 func TestNetnsEstimates(t *testing.T) {
+	testbed.SkipIfShort(t, "10 s")
 	tb := testbed.New(t, testbed.Spec{Paths: []testbed.PathSpec{
 		testbed.Symmetric(20*time.Millisecond, 10e6),
 		testbed.Symmetric(60*time.Millisecond, 5e6),
@@ -32,9 +32,7 @@ func TestNetnsEstimates(t *testing.T) {
 }
 
 func TestNetnsEstimatesChild(t *testing.T) {
-	if os.Getenv(testbed.ChildEnv) == "" {
-		t.Skip("child half of TestNetnsEstimates: runs only inside the namespace that test makes")
-	}
+	testbed.ChildArg(t, "TestNetnsEstimates")
 	m, err := intents.NewManager(intents.Config{
 		Paths: []intents.PathConfig{
 			{Interface: "p1", DNS: []string{"10.71.1.2"}},

@@ -3,12 +3,17 @@
 // network (interface, source address, DNS view, MPTCP or not) that serves it.
 //
 // Intents travel in a context.Context (WithIntents / FromContext). A Dialer
-// is a drop-in net.Dialer that honours them; a Resolver resolves names per
-// path and returns endpoints ordered by the policy; a Manager owns the table
-// of paths (interfaces with their addresses, DNS servers and labels).
+// is a drop-in net.Dialer that honours them; a Transport is a drop-in
+// http.RoundTripper that chooses path and connection per request, over an
+// intent-aware connection pool; a Pool does the same for your own
+// request/response protocol over TCP; a Resolver resolves names per path
+// and returns endpoints ordered by the policy; a Manager owns the table of
+// paths (interfaces with their addresses, DNS servers, labels and live
+// estimates) and the Policy (built-ins in package policy).
 //
-// The zero Dialer behaves exactly like the zero net.Dialer: drop-in first,
-// smart when configured.
+// The zero Dialer behaves exactly like the zero net.Dialer, and the zero
+// Transport like http.DefaultTransport: drop-in first, smart when
+// configured.
 package intents
 
 import (

@@ -26,6 +26,7 @@ import (
 // both (first subflow on path 1, then on path 2) through the emulated
 // testbed: 10 Mbit/s / 20 ms and 5 Mbit/s / 60 ms.
 func TestNetnsMPTCP(t *testing.T) {
+	testbed.SkipIfShort(t, "30 s")
 	testbed.RequireRoot(t)
 	if err := mptcp.Supported(); err != nil {
 		t.Skip(err)
@@ -78,9 +79,7 @@ func endpointFlags(t *testing.T) map[string]mptcp.Flags {
 }
 
 func TestNetnsMPTCPChild(t *testing.T) {
-	if os.Getenv(testbed.ChildEnv) == "" {
-		t.Skip("child half of TestNetnsMPTCP: runs only inside the namespace that test makes")
-	}
+	testbed.ChildArg(t, "TestNetnsMPTCP")
 	m, err := intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}},
 		NoWatch: true, MPTCPEndpoints: true})
 	require.NoError(t, err)

@@ -178,10 +178,7 @@ func TestNetnsTwoPaths(t *testing.T) {
 // TestNetnsTwoPathsChild is the client half of TestNetnsTwoPaths; it runs only in
 // the child process that test starts inside the client namespace.
 func TestNetnsTwoPathsChild(t *testing.T) {
-	scenario := os.Getenv(testbed.ChildEnv)
-	if scenario == "" {
-		t.Skip("client half of TestNetnsTwoPaths: runs only inside the namespace that test makes")
-	}
+	scenario := testbed.ChildArg(t, "TestNetnsTwoPaths")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	explicit := func(t *testing.T, watch bool) *intents.Manager {

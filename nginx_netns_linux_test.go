@@ -232,10 +232,7 @@ func atoi(s string) int {
 }
 
 func TestNetnsNginxChild(t *testing.T) {
-	arg := os.Getenv(testbed.ChildEnv)
-	if arg == "" {
-		t.Skip("runs inside the client namespace, from TestNetnsNginx")
-	}
+	arg := testbed.ChildArg(t, "TestNetnsNginx")
 	scheme, dir, _ := strings.Cut(arg, " ")
 	caPEM, err := os.ReadFile(filepath.Join(dir, "ca.pem"))
 	require.NoError(t, err)

@@ -1,7 +1,6 @@
 package intents
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -76,11 +75,16 @@ type Request struct {
 	// made at once. Decisions are made as connections free up, so without
 	// it a policy sees only the transfers in flight.
 	Queued int64
+	// Explain says that someone will read Decision.Reason (a decision
+	// trace, a debug log). When it is false a policy may give a short
+	// reason (its name, say) and save what building a full one costs.
+	Explain bool
 }
 
 // Choice is one option of a Decision.
 type Choice struct {
-	// Reuse, if set, points into Request.Candidates: reuse that connection
+	// Reuse, if set, is one of Request.Candidates (a pointer into the
+	// slice, or to a copy: its ID tells which): reuse that connection
 	// (wait for it, if it is busy: while a new connection could be opened
 	// instead, at most a second, then the next choice; its response body
 	// may be held unread by the very caller that waits).
@@ -119,43 +123,6 @@ type Decision struct {
 	Reason  string
 }
 
-// ErrNoPath is matched by errors.Is for every *NoPathError.
-var ErrNoPath = errors.New("intents: no permitted path")
-
-// NoPathError says that no permitted path could serve a destination, and
-// which constraint excluded each path.
-type NoPathError struct {
-	Dest     string
-	Excluded []Exclusion
-}
-
-// Exclusion says why a path was not permitted.
-type Exclusion struct {
-	Path   string
-	Reason string
-}
-
-// Error lists each path and the constraint that excluded it.
-func (e *NoPathError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "intents: no permitted path to %s", e.Dest)
-	for i, x := range e.Excluded {
-		if i == 0 {
-			b.WriteString(": ")
-		} else {
-			b.WriteString("; ")
-		}
-		b.WriteString(x.Path + ": " + x.Reason)
-	}
-	if len(e.Excluded) == 0 {
-		b.WriteString(": no paths known")
-	}
-	return b.String()
-}
-
-// Is makes errors.Is(err, ErrNoPath) true.
-func (e *NoPathError) Is(target error) bool { return target == ErrNoPath }
-
 // effectiveLevel is the level of p under in: the interface name's level wins
 // over the type's.
 func effectiveLevel(in *Intents, p *Path) (Level, string) {
@@ -183,14 +150,13 @@ func requiresAny(in *Intents) bool {
 }
 
 // permit returns the paths that in allows for dest, in preference order,
-// and why each other path was left out. dst is reused when it has room.
-// loopback says whether the destination is a loopback address or name:
+// and why each other path was left out. loopback says whether the destination is a loopback address or name:
 // loopback destinations are reachable only over loopback paths, others only
 // over the rest.
-func permit(dst []*Path, in *Intents, paths []*Path, family byte, loopback bool) ([]*Path, []Exclusion) {
+func permit(in *Intents, paths []*Path, family byte, loopback bool) ([]*Path, []Exclusion) {
 	var excl []Exclusion
 	required := requiresAny(in)
-	dst = dst[:0]
+	var dst []*Path
 	for _, p := range paths {
 		l, by := effectiveLevel(in, p)
 		var why string

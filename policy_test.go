@@ -57,7 +57,7 @@ func TestPermit(t *testing.T) {
 	} {
 		in, err := ParseIntents(tc.intents)
 		assert.NoError(t, err)
-		got, excl := permit(nil, &in, testPaths(), tc.family, false)
+		got, excl := permit(&in, testPaths(), tc.family, false)
 		assert.Equal(t, tc.want, names(got), "%q family %d", tc.intents, tc.family)
 		assert.Len(t, excl, len(testPaths())-len(got), "%q: every path left out says why", tc.intents)
 	}
@@ -65,7 +65,7 @@ func TestPermit(t *testing.T) {
 
 func TestPermitReasons(t *testing.T) {
 	in, _ := ParseIntents("prohibit=wifi,prohibit=expensive")
-	_, excl := permit(nil, &in, testPaths(), 4, false)
+	_, excl := permit(&in, testPaths(), 4, false)
 	assert.Equal(t, []Exclusion{
 		{"wlan0", "prohibited (prohibit=wifi)"},
 		{"wwan0", "expensive (prohibit=expensive or cost=noexpense)"},

@@ -27,9 +27,6 @@ const (
 	DefaultIdleTimeout     = 30 * time.Second
 )
 
-// ErrPoolClosed is returned by Get after Close.
-var ErrPoolClosed = errors.New("intents: pool closed")
-
 // pooled is what the pool core manages: a raw connection lent out whole
 // (Pool) or an HTTP client connection with request slots (Transport).
 type pooled interface {
@@ -667,8 +664,7 @@ func (c *core) underHostLimit(key string) bool {
 // path p; false if there is none. The policy wants a new connection on p,
 // and an idle one elsewhere would hold one of the host's slots: a page
 // whose requests the policy sends over p would load with one parallel
-// connection fewer there (measured: 6 % slower than net/http on that path
-// alone, when the last idle connection of each path was kept).
+// connection fewer there (BENCHMARKS.md, "What was found on the way", 3).
 func (c *core) closeIdleOf(es []*entry, p *Path) bool {
 	var oldest *entry
 	for _, e := range es {
@@ -924,28 +920,6 @@ func (c *core) idleElsewhere(key string, p *Path) bool {
 	return false
 }
 
-// ErrPathDown is matched (errors.Is) by the errors of requests whose path
-// went down or lost its address while they were in flight.
-var ErrPathDown = errors.New("intents: path went down")
-
-// PathDownError says which path a request lost.
-type PathDownError struct {
-	Path string
-	Err  error // what the connection reported
-}
-
-// Error names the path and what the connection reported.
-func (e *PathDownError) Error() string {
-	return "intents: path " + e.Path + " went down during the request: " + e.Err.Error()
-}
-
-// Unwrap returns the connection's error.
-func (e *PathDownError) Unwrap() error { return e.Err }
-
-// Is makes errors.Is(err, ErrPathDown) true.
-func (e *PathDownError) Is(target error) bool { return target == ErrPathDown }
-
-// pathErr explains err by the path going down, if it did.
 func (e *entry) pathErr(err error) error {
 	if err != nil && err != io.EOF && e.pathDown.Load() {
 		return &PathDownError{Path: pathName(e.path), Err: err}
@@ -1274,13 +1248,13 @@ func (c *core) tick() {
 	elapsed := now.Sub(c.lastTick)
 	c.lastTick = now
 	delivered := map[*Path]int64{}
-	any := false
+	sampled := false
 	for _, es := range c.entries {
 		for _, e := range es {
 			if !e.active {
 				continue
 			}
-			any = true
+			sampled = true
 			c.sampleTCP(e)
 			in := e.bytesIn.Load()
 			delivered[e.path] += in - e.tickBytes
@@ -1318,7 +1292,7 @@ func (c *core) tick() {
 			p.sampleDelivery(bytes, d)
 		}
 	}
-	if !any || c.closed || c.ticker == nil { // nil: called other than by the timer
+	if !sampled || c.closed || c.ticker == nil { // nil: called other than by the timer
 		c.ticker = nil
 		return
 	}

@@ -327,7 +327,6 @@ func busyEntry(id uint64, p *Path) *entry {
 	return &entry{id: id, key: "k", path: p, c: &fakeConn{busy: true}, created: time.Now(), lastUsed: time.Now()}
 }
 
-// poolWith is a pool over paths, asking m's policy, with es open to
 // granted returns what w was sent, failing t if it was sent nothing.
 func granted(t *testing.T, w *waiter, msgAndArgs ...any) grant {
 	t.Helper()
@@ -340,6 +339,7 @@ func granted(t *testing.T, w *waiter, msgAndArgs ...any) grant {
 	}
 }
 
+// poolWith is a pool over paths, asking m's policy, with es open to
 // destination "k".
 func poolWith(m *Manager, perHost, total int, paths []*Path, es ...*entry) *core {
 	m.paths.Store(&paths)
@@ -631,4 +631,28 @@ func TestUndoGivesTheSlotBack(t *testing.T) {
 	c.undo(g)
 	assert.Equal(t, 1, e.c.available(), "free again")
 	assert.Zero(t, e.pending.Load())
+}
+
+// A policy that answers with a pointer to a copy of a candidate (a loop
+// variable's address) still reuses the connection it meant.
+func TestReuseOfACandidateCopy(t *testing.T) {
+	s := startLineServer(t)
+	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+		for _, c := range req.Candidates {
+			if c.Available > 0 {
+				d.Choices = append(d.Choices, Choice{Reuse: &c})
+			}
+		}
+		d.Choices = append(d.Choices, Choice{Path: req.Paths[0]})
+	}))
+	p := &Pool{Manager: m}
+	defer p.Close()
+	c, _, err := p.Get(context.Background(), "tcp", s.addr())
+	require.NoError(t, err)
+	ask(t, c, "a")
+	c.Release()
+	c, reused, err := p.Get(context.Background(), "tcp", s.addr())
+	require.NoError(t, err)
+	defer c.Close()
+	assert.True(t, reused, "the copy's ID named the connection")
 }

@@ -1,7 +1,6 @@
 package intents
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -22,9 +21,7 @@ func TestNetnsProbe(t *testing.T) {
 }
 
 func TestNetnsProbeChild(t *testing.T) {
-	if os.Getenv(testbed.ChildEnv) == "" {
-		t.Skip("child half of TestNetnsProbe: runs only inside the namespace that test makes")
-	}
+	testbed.ChildArg(t, "TestNetnsProbe")
 	m, err := NewManager(Config{Paths: []PathConfig{{Interface: "p1"}, {Interface: "p2"}}, NoWatch: true})
 	require.NoError(t, err)
 	// Start the prober by hand so the test hook is in place before it runs.

@@ -217,11 +217,11 @@ func (r *Resolver) LookupEndpoints(ctx context.Context, network, host, port stri
 		return nil, err
 	}
 	var eps []Endpoint
-	var firstErr error
+	var errs []error
 	for _, c := range pl.choices {
 		addrs, err := r.lookupChoice(ctx, network, host, c.Path)
 		if err != nil {
-			firstErr = cmpErr(firstErr, err)
+			errs = append(errs, &PathError{Path: pathName(c.Path), Err: err})
 			continue
 		}
 		for _, a := range addrs {
@@ -233,16 +233,12 @@ func (r *Resolver) LookupEndpoints(ctx context.Context, network, host, port stri
 		}
 	}
 	if len(eps) == 0 {
-		return nil, firstErr
+		if len(errs) == 1 {
+			return nil, errs[0].(*PathError).Err
+		}
+		return nil, errors.Join(errs...)
 	}
 	return eps, nil
-}
-
-func cmpErr(first, err error) error {
-	if first == nil {
-		return err
-	}
-	return first
 }
 
 // lookupChoice resolves host for one choice: on the path, or through the

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -42,9 +41,7 @@ func TestNetnsFastOpen(t *testing.T) {
 }
 
 func TestNetnsFastOpenChild(t *testing.T) {
-	if os.Getenv(testbed.ChildEnv) == "" {
-		t.Skip("child half of TestNetnsFastOpen: runs only inside the namespace that test makes")
-	}
+	testbed.ChildArg(t, "TestNetnsFastOpen")
 	m, err := intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "p1"}}, NoWatch: true})
 	require.NoError(t, err)
 	d := &intents.Dialer{Manager: m, FastOpen: true}

@@ -2,7 +2,6 @@ package intents
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -27,9 +26,7 @@ func TestNetnsWatchOverflow(t *testing.T) {
 }
 
 func TestNetnsWatchOverflowChild(t *testing.T) {
-	if os.Getenv(testbed.ChildEnv) == "" {
-		t.Skip("child half of TestNetnsWatchOverflow: runs only inside the namespace that test makes")
-	}
+	testbed.ChildArg(t, "TestNetnsWatchOverflow")
 	watchRcvBuf = 1 // the kernel rounds it up to its minimum
 	overflow := make(chan struct{})
 	var once sync.Once

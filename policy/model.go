@@ -14,9 +14,8 @@ import (
 //
 // Unlike the paper's simulator, the rounds after the first arrive spread
 // over their round trip, as a pacing sender sends them (Linux with BBR, or
-// any congestion control over the fq qdisc): on the testbed (BBR), a new
-// connection took 1.03 s for 100 kB over a 200 ms path where bursts would
-// have taken 0.8 s and paced rounds 1.0 s (see Unpaced).
+// any congestion control over the fq qdisc), as measured on the testbed
+// (BENCHMARKS.md, "What was found on the way", 15; see Unpaced).
 type Model struct {
 	// TLSRoundTrips is the TLS handshake's cost for https (default 1: TLS
 	// 1.3; the paper's simulator charged 2, TLS 1.2's figure).
@@ -36,24 +35,31 @@ type Model struct {
 	Unpaced bool
 }
 
-func (m *Model) defaults() (tls, iw, mss int, rtt time.Duration, bw int64) {
-	tls, iw, mss, rtt, bw = 1, 10, 1448, 100*time.Millisecond, 1e6
+// modelParams are a Model's settings with the defaults filled in.
+type modelParams struct {
+	tlsRoundTrips, initialWindow, mss int
+	unknownRTT                        time.Duration
+	unknownBandwidth                  int64
+}
+
+func (m *Model) params() modelParams {
+	p := modelParams{tlsRoundTrips: 1, initialWindow: 10, mss: 1448, unknownRTT: 100 * time.Millisecond, unknownBandwidth: 1e6}
 	if m.TLSRoundTrips > 0 {
-		tls = m.TLSRoundTrips
+		p.tlsRoundTrips = m.TLSRoundTrips
 	}
 	if m.InitialWindow > 0 {
-		iw = m.InitialWindow
+		p.initialWindow = m.InitialWindow
 	}
 	if m.MSS > 0 {
-		mss = m.MSS
+		p.mss = m.MSS
 	}
 	if m.UnknownRTT > 0 {
-		rtt = m.UnknownRTT
+		p.unknownRTT = m.UnknownRTT
 	}
 	if m.UnknownBandwidth > 0 {
-		bw = m.UnknownBandwidth
+		p.unknownBandwidth = m.UnknownBandwidth
 	}
-	return
+	return p
 }
 
 // pathModel is one path as the model sees it.
@@ -120,7 +126,8 @@ func (m *Model) models(paths []*intents.Path, dst []pathModel) []pathModel {
 }
 
 func (m *Model) pathWith(e intents.Estimate, fallbackRTT time.Duration, fallbackBW int64) pathModel {
-	_, iw, mss, rtt, bw := m.defaults()
+	mp := m.params()
+	iw, mss, rtt, bw := mp.initialWindow, mp.mss, mp.unknownRTT, mp.unknownBandwidth
 	if fallbackRTT > 0 {
 		rtt = fallbackRTT
 	}
@@ -139,9 +146,8 @@ func (m *Model) pathWith(e intents.Estimate, fallbackRTT time.Duration, fallback
 	case e.Pending > 0:
 		// The others' backlog is known, and shared bounds a transfer by
 		// it. The free share assumes their load lasts as long as this
-		// transfer: on top of shared it counted the load twice (200 kB on
-		// a 6 Mbit/s path busy with a page was predicted 1.8 s; the whole
-		// page was in after 1.2 s).
+		// transfer: on top of shared it counted the load twice
+		// (BENCHMARKS.md, "What was found on the way", 16).
 		free = capacity
 	case free <= 0:
 		free = bw
@@ -231,8 +237,7 @@ func (m *Model) setupRTTs(fresh, tls bool) float64 {
 	}
 	n := 2.0
 	if tls {
-		t, _, _, _, _ := m.defaults()
-		n += float64(t)
+		n += float64(m.params().tlsRoundTrips)
 	}
 	return n
 }

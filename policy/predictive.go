@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"time"
@@ -49,14 +50,13 @@ func (pr *Predictive) Decide(req *intents.Request, d *intents.Decision) {
 			// other flows' claim on it.
 			bw := float64(p.Estimate().Bandwidth) / 8
 			if bw <= 0 {
-				_, _, _, _, unknown := pr.defaults()
-				bw = float64(unknown) / 8
+				bw = float64(pr.params().unknownBandwidth) / 8
 			}
 			at = setup + float64(p.Estimate().Pending+size)/bw
 		}
 		preds = append(preds, pred{p, seconds(at)})
 	}
-	slices.SortStableFunc(preds, func(a, b pred) int { return int(a.at - b.at) })
+	slices.SortStableFunc(preds, func(a, b pred) int { return cmp.Compare(a.at, b.at) })
 	for _, x := range preds {
 		d.Choices = append(d.Choices, intents.Choice{Path: x.p})
 	}

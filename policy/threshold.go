@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -25,7 +26,7 @@ func (th *Threshold) Decide(req *intents.Request, d *intents.Decision) {
 	}
 	byRTT := slices.Clone(req.Paths)
 	slices.SortStableFunc(byRTT, func(a, b *intents.Path) int {
-		return cmpFloat(th.path(a).rtt, th.path(b).rtt)
+		return cmp.Compare(th.path(a).rtt, th.path(b).rtt)
 	})
 	low := th.path(byRTT[0])
 	latency := th.setupRTTs(true, req.Dest.TLS) * low.rtt
@@ -35,7 +36,7 @@ func (th *Threshold) Decide(req *intents.Request, d *intents.Decision) {
 	if capacity > latency {
 		order = slices.Clone(req.Paths)
 		slices.SortStableFunc(order, func(a, b *intents.Path) int {
-			return cmpFloat(th.path(b).free, th.path(a).free)
+			return cmp.Compare(th.path(b).free, th.path(a).free)
 		})
 		what = "capacity"
 	}
@@ -44,14 +45,4 @@ func (th *Threshold) Decide(req *intents.Request, d *intents.Decision) {
 	}
 	d.Reason = fmt.Sprintf("threshold: %s dominates on %s (latency %.0f ms, capacity %.0f ms) → %s",
 		what, byRTT[0].Name, latency*1000, capacity*1000, order[0].Name)
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -30,9 +30,7 @@ func TestNetnsCLI(t *testing.T) {
 }
 
 func TestNetnsCLIChild(t *testing.T) {
-	if os.Getenv(testbed.ChildEnv) == "" {
-		t.Skip("child half of TestNetnsCLI: runs only inside the namespace that test makes")
-	}
+	testbed.ChildArg(t, "TestNetnsCLI")
 	mf := func(p intents.Policy) (*intents.Manager, error) {
 		return intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}}, Policy: p, NoWatch: true})
 	}

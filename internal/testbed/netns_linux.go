@@ -254,3 +254,23 @@ func (n *Netns) DialContext(d *net.Dialer) func(ctx context.Context, network, ad
 		return c, err
 	}
 }
+
+// ChildArg is the argument RunTest gave the child test t (the half of
+// parent that runs inside a namespace); outside, it skips t.
+func ChildArg(t testing.TB, parent string) string {
+	t.Helper()
+	arg := os.Getenv(ChildEnv)
+	if arg == "" {
+		t.Skip("child half of " + parent + ": runs only inside the namespace that test makes")
+	}
+	return arg
+}
+
+// SkipIfShort skips a test that takes long (about took) under go test
+// -short; CI runs it.
+func SkipIfShort(t testing.TB, took string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("takes about " + took + ": skipped with -short (CI runs it)")
+	}
+}

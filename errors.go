@@ -1,0 +1,99 @@
+package intents
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// The package's errors: sentinels for errors.Is, and the types that say
+// what failed where.
+
+// ErrObjectChanged is returned (from a response body's Read) when the
+// object changed on the server during an aggregated download: the ranges
+// already delivered and the rest would be of two versions, so the download
+// stops rather than stitch them.
+var ErrObjectChanged = errors.New("intents: the object changed on the server during the download")
+
+// ErrNoPath is matched by errors.Is for every *NoPathError.
+var ErrNoPath = errors.New("intents: no permitted path")
+
+// NoPathError says that no permitted path could serve a destination, and
+// which constraint excluded each path.
+type NoPathError struct {
+	Dest     string
+	Excluded []Exclusion
+}
+
+// Exclusion says why a path was not permitted.
+type Exclusion struct {
+	Path   string
+	Reason string
+}
+
+// Error lists each path and the constraint that excluded it.
+func (e *NoPathError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "intents: no permitted path to %s", e.Dest)
+	for i, x := range e.Excluded {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(x.Path + ": " + x.Reason)
+	}
+	if len(e.Excluded) == 0 {
+		b.WriteString(": no paths known")
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrNoPath) true.
+func (e *NoPathError) Is(target error) bool { return target == ErrNoPath }
+
+// ErrPoolClosed is returned by Get after Close.
+var ErrPoolClosed = errors.New("intents: pool closed")
+
+// ErrPathDown is matched (errors.Is) by the errors of requests whose path
+// went down or lost its address while they were in flight.
+var ErrPathDown = errors.New("intents: path went down")
+
+// PathDownError says which path a request lost.
+type PathDownError struct {
+	Path string
+	Err  error // what the connection reported
+}
+
+// Error names the path and what the connection reported.
+func (e *PathDownError) Error() string {
+	return "intents: path " + e.Path + " went down during the request: " + e.Err.Error()
+}
+
+// Unwrap returns the connection's error.
+func (e *PathDownError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrPathDown) true.
+func (e *PathDownError) Is(target error) bool { return target == ErrPathDown }
+
+// pathErr explains err by the path going down, if it did.
+
+// PathError is one path's part of a failure over several paths: a dial or
+// lookup that failed on every path the policy chose returns each path's
+// error as a PathError, joined (errors.Join), so none is lost. errors.Is
+// and errors.As see through it.
+type PathError struct {
+	Path string // the path's name; "" for the operating system's routing
+	Err  error
+}
+
+// Error names the path and its error.
+func (e *PathError) Error() string {
+	if e.Path == "" {
+		return "system routing: " + e.Err.Error()
+	}
+	return e.Path + ": " + e.Err.Error()
+}
+
+// Unwrap returns the path's error.
+func (e *PathError) Unwrap() error { return e.Err }
