@@ -37,19 +37,25 @@ func (d *decision) noPath(dest Destination, why string) error {
 //
 // m may be nil: without path constraints in the intents, that is operating
 // system routing; with them, DefaultManager decides.
-func (m *Manager) decide(ctx context.Context, in *Intents, dest Destination, cands []Candidate, skip []*Path, queued int64) (d decision, err error) {
+//
+// The choices are appended to buf[:0] (nil: a new slice): a caller that
+// decides often passes scratch space of its own. The trace gets copies,
+// since it may keep them.
+func (m *Manager) decide(ctx context.Context, in *Intents, dest Destination, cands []Candidate, skip []*Path, queued int64,
+	buf []Choice) (d decision, err error) {
 	trace := decisionTrace(ctx, m)
 	if trace != nil {
 		defer func() {
 			trace(DecisionInfo{Intents: *in, Dest: dest, Permitted: d.permitted, Excluded: d.excl,
-				Candidates: cands, Choices: d.choices, Reason: d.reason, Err: err})
+				Candidates: slices.Clone(cands), Choices: slices.Clone(d.choices), Reason: d.reason, Err: err})
 		}()
 	}
-	return m.decideUntraced(in, dest, cands, skip, queued, trace != nil)
+	return m.decideUntraced(in, dest, cands, skip, queued, trace != nil, buf)
 }
 
-func (m *Manager) decideUntraced(in *Intents, dest Destination, cands []Candidate, skip []*Path, queued int64, explain bool) (decision, error) {
-	d := decision{intent: in.Multipath}
+func (m *Manager) decideUntraced(in *Intents, dest Destination, cands []Candidate, skip []*Path, queued int64, explain bool,
+	buf []Choice) (decision, error) {
+	d := decision{intent: in.Multipath, choices: buf[:0]}
 	if d.intent == MultipathOff {
 		d.intent = MultipathUnspecified
 	}
@@ -96,10 +102,19 @@ func (m *Manager) decideUntraced(in *Intents, dest Destination, cands []Candidat
 	}
 	// System routing is safe only when any path may carry the request.
 	bindSystem := constrained || len(m.cfg.Paths) > 0
-	shown := cands[:0:0]
-	for _, c := range cands {
-		if (c.Path == nil && !bindSystem) || (c.Path != nil && slices.Contains(d.permitted, c.Path)) {
-			shown = append(shown, c)
+	visible := func(c *Candidate) bool {
+		return (c.Path == nil && !bindSystem) || (c.Path != nil && slices.Contains(d.permitted, c.Path))
+	}
+	shown := cands // all of them, as a rule: no copy then
+	for i := range cands {
+		if !visible(&cands[i]) {
+			shown = nil
+			for j := range cands {
+				if visible(&cands[j]) {
+					shown = append(shown, cands[j])
+				}
+			}
+			break
 		}
 	}
 	var pd Decision

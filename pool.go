@@ -36,11 +36,12 @@ type pooled interface {
 	unreserve()    // give back a slot taken but not used
 	dead() bool
 	close()
-	// quietWhenIdle reports whether bytes arriving while it is idle make it
-	// unusable: true for a connection lent out whole, whose next user would
-	// read them as its answer; false where a reader of its own (net/http's)
-	// judges them.
-	quietWhenIdle() bool
+	// ownReader reports whether a reader of its own (net/http's read loop)
+	// watches the socket while it is idle, and reports a close or
+	// unsolicited bytes through dead(), as net/http's idle connections do.
+	// A connection lent out whole has none: the pool looks at its socket
+	// before handing it out again.
+	ownReader() bool
 }
 
 // entry is one pooled connection.
@@ -74,17 +75,17 @@ func (e *entry) candidate(now time.Time) Candidate {
 		Idle: now.Sub(e.lastUsed), Age: now.Sub(e.created), BytesIn: e.bytesIn.Load(), BytesOut: e.bytesOut.Load(), Pending: max(e.pending.Load(), 0)}
 }
 
-// alive checks an idle connection's socket without blocking. As net/http
-// does for its idle connections (persistConn.readLoop: "Unsolicited
-// response received on idle HTTP channel"), a connection lent out whole
-// that received bytes while idle is not handed out again: they are no
-// answer to the next user's request (a server's "421 idle timeout" before
-// it closes, say).
+// alive checks an idle connection without blocking: dead() for one with
+// a reader of its own, else its socket. As net/http does for its idle
+// connections (persistConn.readLoop: "Unsolicited response received on
+// idle HTTP channel"), a connection lent out whole that received bytes
+// while idle is not handed out again: they are no answer to the next
+// user's request (a server's "421 idle timeout" before it closes, say).
 func (e *entry) alive() bool {
 	if e.c.dead() {
 		return false
 	}
-	if e.c.inFlight() > 0 || e.raw == nil {
+	if e.c.ownReader() || e.c.inFlight() > 0 || e.raw == nil {
 		return true
 	}
 	sc, ok := e.raw.(syscall.Conn)
@@ -95,13 +96,7 @@ func (e *entry) alive() bool {
 	if err != nil {
 		return false
 	}
-	switch sockopt.Peek(rc) {
-	case sockopt.Closed:
-		return false
-	case sockopt.Unread:
-		return !e.c.quietWhenIdle()
-	}
-	return true
+	return sockopt.Peek(rc) == sockopt.Quiet
 }
 
 // PathStats count a pool's connections on one path ("" for OS routing).
@@ -199,6 +194,11 @@ type core struct {
 	windows   map[string]*deliveryWindow // by path name
 
 	testHookQueued func() // called under mu when a request joins the queue
+
+	// Scratch space of tryChoices, under mu: a decision's candidates and
+	// choices, used within the decision only (the trace gets copies).
+	candBuf   []Candidate
+	choiceBuf []Choice
 }
 
 // limits are a pool's bounds; 0 means none.
@@ -442,7 +442,8 @@ func (c *core) tryChoices(w *waiter, only *Path) (grant, bool) {
 		}
 	}
 	es := c.entries[w.key]
-	cands := make([]Candidate, len(es))
+	cands := slices.Grow(c.candBuf[:0], len(es))[:len(es)]
+	c.candBuf = cands
 	for i, e := range es {
 		cands[i] = e.candidate(now)
 		for _, o := range c.waiters {
@@ -454,7 +455,8 @@ func (c *core) tryChoices(w *waiter, only *Path) (grant, bool) {
 		}
 	}
 	w.wants, w.wantsPath, w.decided = nil, nil, true
-	d, err := c.m.decide(w.ctx, w.in, w.dest, cands, w.skip, c.queuedBytes(w))
+	d, err := c.m.decide(w.ctx, w.in, w.dest, cands, w.skip, c.queuedBytes(w), c.choiceBuf)
+	c.choiceBuf = d.choices[:0]
 	if err != nil {
 		return grant{err: err}, true
 	}
@@ -1145,11 +1147,11 @@ func (r *rawConn) inFlight() int {
 	return 0
 }
 
-func (r *rawConn) reserve() bool       { return !r.closed.Load() && r.inUse.CompareAndSwap(false, true) }
-func (r *rawConn) unreserve()          { r.inUse.Store(false) }
-func (r *rawConn) dead() bool          { return r.closed.Load() }
-func (r *rawConn) close()              { r.closed.Store(true); r.nc.Close() }
-func (r *rawConn) quietWhenIdle() bool { return true }
+func (r *rawConn) reserve() bool   { return !r.closed.Load() && r.inUse.CompareAndSwap(false, true) }
+func (r *rawConn) unreserve()      { r.inUse.Store(false) }
+func (r *rawConn) dead() bool      { return r.closed.Load() }
+func (r *rawConn) close()          { r.closed.Store(true); r.nc.Close() }
+func (r *rawConn) ownReader() bool { return false }
 
 // PooledConn is a connection from a Pool. Reads and writes count towards
 // the pool's per-connection statistics, which the policy sees.

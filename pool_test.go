@@ -310,11 +310,11 @@ func (f *fakeConn) inFlight() int {
 	}
 	return 0
 }
-func (f *fakeConn) reserve() bool       { ok := !f.busy && !f.closed; f.busy = true; return ok }
-func (f *fakeConn) unreserve()          { f.busy = false }
-func (f *fakeConn) dead() bool          { return f.closed }
-func (f *fakeConn) close()              {}
-func (f *fakeConn) quietWhenIdle() bool { return true }
+func (f *fakeConn) reserve() bool   { ok := !f.busy && !f.closed; f.busy = true; return ok }
+func (f *fakeConn) unreserve()      { f.busy = false }
+func (f *fakeConn) dead() bool      { return f.closed }
+func (f *fakeConn) close()          {}
+func (f *fakeConn) ownReader() bool { return false }
 
 // fakePath is a wired path with one address.
 func fakePath(name, addr string) *Path {

@@ -344,7 +344,7 @@ func (c *clientConn) reserve() bool                                     { return
 func (c *clientConn) unreserve()                                        { c.cc.Release() }
 func (c *clientConn) dead() bool                                        { return c.cc.Err() != nil }
 func (c *clientConn) close()                                            { c.cc.Close() }
-func (c *clientConn) quietWhenIdle() bool                               { return false }
+func (c *clientConn) ownReader() bool                                   { return true }
 func (c *clientConn) watch(hook func())                                 { c.cc.SetStateHook(func(*http.ClientConn) { hook() }) }
 func (c *clientConn) roundTrip(r *http.Request) (*http.Response, error) { return c.cc.RoundTrip(r) }
 
