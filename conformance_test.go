@@ -24,6 +24,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"net/http/httputil"
 	"net/textproto"
 	"net/url"
 	"os"
@@ -494,7 +495,7 @@ func scenarios() []scenario {
 			c.Close()
 		})
 		return getURL(rt, srv.URL)
-	}, differs: "net/http may retry a fresh connection's failure differently; the error class is compared"})
+	}})
 	add(scenario{name: "garbage response", run: func(t *testing.T, mk makeRT) outcome {
 		rt := mk(nil)
 		srv := plainServer(t, func(w http.ResponseWriter, r *http.Request) {
@@ -1018,6 +1019,23 @@ func moreScenarios() []scenario {
 		o := do(rt, req)
 		o.Extra = fmt.Sprintf("server saw %d requests", n.Load())
 		return o
+	}})
+	add(scenario{name: "behind httputil.ReverseProxy", run: func(t *testing.T, mk makeRT) outcome {
+		origin := plainServer(t, func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, "origin saw "+r.URL.Path+" forwarded for "+strings.Split(r.Header.Get("X-Forwarded-For"), ",")[0])
+		})
+		target, _ := url.Parse(origin.URL)
+		rp := httputil.NewSingleHostReverseProxy(target)
+		rp.Transport = mk(nil)
+		front := httptest.NewServer(rp)
+		defer front.Close()
+		resp, err := http.Get(front.URL + "/page")
+		if err != nil {
+			return outcome{Err: errClass(err)}
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return outcome{Status: resp.StatusCode, Body: string(b)}
 	}})
 	add(scenario{name: "GET retried on a dead reused connection", run: func(t *testing.T, mk makeRT) outcome {
 		var n atomic.Int32
