@@ -213,6 +213,9 @@ func TestConformance(t *testing.T) {
 				if i == 0 {
 					want = got
 					t.Logf("net/http: %+v", want)
+					if sc.differs != "" {
+						t.Logf("differs deliberately in %v: %s", sc.ignore, sc.differs)
+					}
 					continue
 				}
 				for _, f := range sc.ignore {
