@@ -62,9 +62,13 @@ type entry struct {
 	pathDown atomic.Bool // closed because its path went away
 
 	// estimator feeding, guarded by core.mu
-	active                bool   // counted as active on its path
-	tickBytes             int64  // bytesIn at the last tick
-	lastRetrans, lastSegs uint64 // TCP_INFO counters at the last sample
+	active    bool  // counted as active on its path
+	tickBytes int64 // bytesIn at the last tick
+
+	// TCP_INFO counters at the last sample: sampled outside core.mu (a
+	// system call), so under a lock of their own.
+	sampleMu              sync.Mutex
+	lastRetrans, lastSegs uint64
 
 	bytesIn, bytesOut atomic.Int64
 	pending           atomic.Int64 // bytes expected by requests in flight
@@ -725,27 +729,36 @@ func (c *core) remove(e *entry) {
 // state hooks may run where the caller holds locks of its own.
 func (c *core) changed(e *entry) {
 	if c.mu.TryLock() {
-		c.changedLocked(e)
+		sample := c.changedLocked(e)
 		c.mu.Unlock()
+		if sample {
+			sampleTCP(e)
+		}
 		return
 	}
 	go func() {
 		c.mu.Lock()
-		c.changedLocked(e)
+		sample := c.changedLocked(e)
 		c.mu.Unlock()
+		if sample {
+			sampleTCP(e)
+		}
 	}()
 }
 
-func (c *core) changedLocked(e *entry) {
+// changedLocked is changed under c.mu. It reports whether e just went
+// idle: its TCP_INFO is then worth a sample, which the caller takes after
+// unlocking (a system call has no business under the pool's lock).
+func (c *core) changedLocked(e *entry) (sample bool) {
 	if e.removed {
-		return
+		return false
 	}
 	if e.c.dead() || c.closed {
 		c.remove(e)
 	} else if e.c.inFlight() == 0 && e.idleSince.IsZero() {
 		now := time.Now()
 		e.lastUsed, e.idleSince = now, now
-		c.sampleTCP(e)
+		sample = e.path != nil
 		c.setActive(e, false)
 		if c.sweeper == nil && c.idleTimeout > 0 {
 			c.sweeper = time.AfterFunc(c.idleTimeout, c.sweep)
@@ -755,6 +768,7 @@ func (c *core) changedLocked(e *entry) {
 	if !e.removed && e.c.inFlight() == 0 {
 		c.trimIdle(e)
 	}
+	return sample
 }
 
 // trimIdle keeps the idle connections within the idle limits, under c.mu,
@@ -1189,9 +1203,12 @@ func (c *PooledConn) Release() {
 	}
 	c.e.addPending(-c.e.pending.Load()) // whatever did not come will not
 	c.core.mu.Lock()
-	defer c.core.mu.Unlock()
 	c.e.c.(*rawConn).inUse.Store(false)
-	c.core.changedLocked(c.e)
+	sample := c.core.changedLocked(c.e)
+	c.core.mu.Unlock()
+	if sample {
+		sampleTCP(c.e)
+	}
 }
 
 // Close closes the connection and removes it from the pool.
@@ -1242,67 +1259,85 @@ const sampleInterval = 100 * time.Millisecond
 
 // tick samples the active connections: TCP_INFO of each, and the bytes
 // each path delivered since the last tick (its delivery rate, all of the
-// path's connections together). It stops when nothing is active.
+// path's connections together). It stops when nothing is active. The
+// system calls (TCP_INFO, the interfaces' counters in sysfs) run outside
+// c.mu: under it only the bookkeeping, before and after.
 func (c *core) tick() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	now := time.Now()
 	elapsed := now.Sub(c.lastTick)
 	c.lastTick = now
 	delivered := map[*Path]int64{}
-	sampled := false
+	var active []*entry
 	for _, es := range c.entries {
 		for _, e := range es {
 			if !e.active {
 				continue
 			}
-			sampled = true
-			c.sampleTCP(e)
+			active = append(active, e)
 			in := e.bytesIn.Load()
 			delivered[e.path] += in - e.tickBytes
 			e.tickBytes = in
 		}
 	}
+	if len(active) == 0 || c.closed || c.ticker == nil { // nil: called other than by the timer
+		c.ticker = nil
+	} else {
+		c.ticker.Reset(sampleInterval)
+	}
+	c.mu.Unlock()
+
+	for _, e := range active {
+		sampleTCP(e)
+	}
+	rx := map[*Path]int64{}
+	for p := range delivered {
+		if p == nil {
+			continue // routed by the OS: no path to estimate
+		}
+		if n, ok := ifaceRxBytes(p.Name); ok {
+			rx[p] = n
+		}
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.windows == nil {
 		c.windows = map[string]*deliveryWindow{}
 	}
-	active := map[string]bool{}
+	activePaths := map[string]bool{}
 	for p := range delivered {
-		active[pathName(p)] = true
+		activePaths[pathName(p)] = true
 	}
 	for name := range c.windows {
-		if !active[name] {
+		if !activePaths[name] {
 			delete(c.windows, name) // idle: a gap must not dilute the next rate
 		}
 	}
 	for p, n := range delivered {
 		if p == nil {
-			continue // routed by the OS: no path to estimate
+			continue
 		}
 		w := c.windows[pathName(p)]
 		if w == nil {
 			w = &deliveryWindow{}
 			c.windows[pathName(p)] = w
 		}
-		rx, rxOK := ifaceRxBytes(p.Name)
+		cur, rxOK := rx[p]
 		var rxDelta int64
 		if rxOK && w.rxValid {
-			rxDelta = rx - w.lastRx
+			rxDelta = cur - w.lastRx
 		}
-		w.lastRx, w.rxValid = rx, rxOK
+		w.lastRx, w.rxValid = cur, rxOK
 		if bytes, d, ok := w.add(n, rxDelta, elapsed); ok {
 			p.sampleDelivery(bytes, d)
 		}
 	}
-	if !sampled || c.closed || c.ticker == nil { // nil: called other than by the timer
-		c.ticker = nil
-		return
-	}
-	c.ticker.Reset(sampleInterval)
 }
 
-// sampleTCP feeds e's TCP_INFO (RTT, loss) to its path's estimates.
-func (c *core) sampleTCP(e *entry) {
+// sampleTCP feeds e's TCP_INFO (RTT, loss) to its path's estimates. It
+// makes a system call: never under core.mu.
+func sampleTCP(e *entry) {
 	if e.path == nil || e.raw == nil {
 		return
 	}
@@ -1319,6 +1354,8 @@ func (c *core) sampleTCP(e *entry) {
 		return
 	}
 	e.path.sampleRTT(info.RTT)
+	e.sampleMu.Lock()
+	defer e.sampleMu.Unlock()
 	if e.path.est != nil && info.DataSegsOut >= e.lastSegs && info.Retrans >= e.lastRetrans {
 		e.path.est.AddLoss(info.Retrans-e.lastRetrans, info.DataSegsOut-e.lastSegs)
 	}
