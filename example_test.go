@@ -240,3 +240,54 @@ func ExamplePool() {
 	// ping reused: false
 	// pong reused: true
 }
+
+// BindDialer gives path binding to an API that insists on a *net.Dialer
+// (tls.Dialer.NetDialer, say): each socket is bound to the path the policy
+// picks for the intents in the dial's context.
+func ExampleBindDialer() {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	m, err := intents.NewManager(intents.Config{NoWatch: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	d := intents.BindDialer(m, &net.Dialer{Timeout: 5 * time.Second})
+	ctx := intents.WithIntents(context.Background(), intents.Intents{
+		Types: map[intents.InterfaceType]intents.Level{intents.TypeCellular: intents.LevelProhibit}})
+	conn, err := d.DialContext(ctx, "tcp", l.Addr().String())
+	if err != nil {
+		log.Fatal(err)
+	}
+	conn.Close()
+	ctx = intents.WithIntents(ctx, intents.Intents{
+		Types: map[intents.InterfaceType]intents.Level{intents.TypeLoopback: intents.LevelProhibit}})
+	_, err = d.DialContext(ctx, "tcp", l.Addr().String())
+	fmt.Println(errors.Is(err, intents.ErrNoPath))
+	// Output: true
+}
+
+// The zero Transport can stand in for http.DefaultTransport, and so serve
+// every http.Get of the program; Close ends it.
+func ExampleTransport_defaultTransport() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello")
+	}))
+	defer srv.Close()
+	saved := http.DefaultTransport
+	tr := &intents.Transport{}
+	http.DefaultTransport = tr
+	defer func() { http.DefaultTransport = saved; tr.Close() }()
+
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(resp.Status, string(body))
+	// Output: 200 OK hello
+}
