@@ -399,23 +399,38 @@ func (d *Dialer) netDialer(mp Multipath) *net.Dialer {
 		nd.SetMultipathTCP(true)
 	}
 	if (d.FastOpen && !multipath) || d.MarkDSCP {
-		userCtl, userCtlCtx := d.Control, d.ControlContext
-		nd.Control = nil
-		nd.ControlContext = func(ctx context.Context, network, address string, c syscall.RawConn) error {
+		nd.ControlContext = chainControl(func(ctx context.Context, network, _ string, c syscall.RawConn) error {
 			if d.FastOpen && !multipath && strings.HasPrefix(network, "tcp") {
 				_ = sockopt.FastOpenConnect(c) // without it, an ordinary connection
 			}
 			d.markDSCP(ctx, network, c)
-			if userCtlCtx != nil {
-				return userCtlCtx(ctx, network, address, c)
-			}
-			if userCtl != nil {
-				return userCtl(network, address, c)
-			}
 			return nil
-		}
+		}, d.Control, d.ControlContext)
+		nd.Control = nil
 	}
 	return nd
+}
+
+// controlFunc is net.Dialer.ControlContext's type.
+type controlFunc = func(ctx context.Context, network, address string, c syscall.RawConn) error
+
+// chainControl returns a ControlContext that runs ours, then the
+// caller's own ControlContext or, without one, Control: this package's
+// socket options first, the caller's after, as one function wherever a
+// socket is made.
+func chainControl(ours controlFunc, control func(network, address string, c syscall.RawConn) error, controlCtx controlFunc) controlFunc {
+	return func(ctx context.Context, network, address string, c syscall.RawConn) error {
+		if err := ours(ctx, network, address, c); err != nil {
+			return err
+		}
+		if controlCtx != nil {
+			return controlCtx(ctx, network, address, c)
+		}
+		if control != nil {
+			return control(network, address, c)
+		}
+		return nil
+	}
 }
 
 // dialPath resolves host on path p and connects through p with Happy
@@ -463,7 +478,7 @@ func (d *Dialer) dialPath(ctx context.Context, m *Manager, network, host string,
 		primaries, fallbacks = append(primaries, fallbacks...), nil
 	}
 	release := m.useMPTCP(p, mp)
-	c, err := d.dialParallel(ctx, network, port, p, mp, primaries, fallbacks)
+	c, err := pathDial{Dialer: d, network: network, port: port, path: p, mp: mp}.parallel(ctx, primaries, fallbacks)
 	if err != nil {
 		release()
 		return nil, err
@@ -491,18 +506,29 @@ type dialResult struct {
 	primary bool
 }
 
-// dialParallel races the primary family against the fallback family, which
+// pathDial is one dial through one path: what its three steps share, as
+// Go's sysDialer carries it for net's dialParallel, dialSerial and
+// dialSingle.
+type pathDial struct {
+	*Dialer
+	network string
+	port    uint16
+	path    *Path
+	mp      Multipath
+}
+
+// parallel races the primary family against the fallback family, which
 // starts FallbackDelay (default 300ms) later or as soon as the primaries
 // have all failed.
-func (d *Dialer) dialParallel(ctx context.Context, network string, port uint16, p *Path, mp Multipath, primaries, fallbacks []netip.Addr) (net.Conn, error) {
+func (pd pathDial) parallel(ctx context.Context, primaries, fallbacks []netip.Addr) (net.Conn, error) {
 	if len(fallbacks) == 0 {
-		return d.dialSerial(ctx, network, port, p, mp, primaries)
+		return pd.serial(ctx, primaries)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make(chan dialResult) // unbuffered: each racer waits for the reader, or for cancel
 	race := func(addrs []netip.Addr, primary bool) {
-		c, err := d.dialSerial(ctx, network, port, p, mp, addrs)
+		c, err := pd.serial(ctx, addrs)
 		select {
 		case results <- dialResult{c, err, primary}:
 		case <-ctx.Done():
@@ -512,7 +538,7 @@ func (d *Dialer) dialParallel(ctx context.Context, network string, port uint16, 
 		}
 	}
 	go race(primaries, true)
-	delay := d.FallbackDelay
+	delay := pd.FallbackDelay
 	if delay == 0 {
 		delay = 300 * time.Millisecond
 	}
@@ -550,12 +576,12 @@ func (d *Dialer) dialParallel(ctx context.Context, network string, port uint16, 
 	}
 }
 
-// dialSerial tries addrs in order, giving each a fair share of the time left.
-func (d *Dialer) dialSerial(ctx context.Context, network string, port uint16, p *Path, mp Multipath, addrs []netip.Addr) (net.Conn, error) {
+// serial tries addrs in order, giving each a fair share of the time left.
+func (pd pathDial) serial(ctx context.Context, addrs []netip.Addr) (net.Conn, error) {
 	var firstErr error
 	for i, a := range addrs {
 		actx, cancel := partialDeadline(ctx, len(addrs)-i)
-		c, err := d.dialOne(actx, network, netip.AddrPortFrom(a, port), p, mp)
+		c, err := pd.one(actx, netip.AddrPortFrom(a, pd.port))
 		cancel()
 		if err == nil {
 			return c, nil
@@ -587,17 +613,18 @@ func partialDeadline(ctx context.Context, left int) (context.Context, context.Ca
 	return ctx, func() {}
 }
 
-// dialOne connects to one address through p: bound to p's interface where
-// the OS allows it, always from p's address of that family.
-func (d *Dialer) dialOne(ctx context.Context, network string, remote netip.AddrPort, p *Path, mp Multipath) (net.Conn, error) {
+// one connects to one address through the path: bound to its interface
+// where the OS allows it, always from its address of that family.
+func (pd pathDial) one(ctx context.Context, remote netip.AddrPort) (net.Conn, error) {
+	d, network, p, mp := pd.Dialer, pd.network, pd.path, pd.mp
 	local, _ := p.Addr(remote.Addr())
 	binding := BindInterface
 	nd := d.netDialer(mp)
 	nd.Timeout, nd.Deadline = 0, time.Time{} // already in ctx
 	nd.LocalAddr = localAddr(network, local)
-	nd.Control = nil
 	fastOpen := d.FastOpen && strings.HasPrefix(network, "tcp") && !nd.MultipathTCP()
-	nd.ControlContext = func(ctx context.Context, nw, address string, c syscall.RawConn) error {
+	nd.Control = nil
+	nd.ControlContext = chainControl(func(ctx context.Context, nw, _ string, c syscall.RawConn) error {
 		err := sockopt.BindToInterface(c, p.Index, p.Name, strings.HasSuffix(nw, "6"))
 		if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, syscall.EPERM) {
 			binding = BindSource
@@ -609,14 +636,8 @@ func (d *Dialer) dialOne(ctx context.Context, network string, remote netip.AddrP
 			_ = sockopt.FastOpenConnect(c)
 		}
 		d.markDSCP(ctx, nw, c)
-		if d.ControlContext != nil {
-			return d.ControlContext(ctx, nw, address, c)
-		}
-		if d.Control != nil {
-			return d.Control(nw, address, c)
-		}
 		return nil
-	}
+	}, d.Control, d.ControlContext)
 	start := time.Now()
 	c, err := nd.DialContext(ctx, network, remote.String())
 	if err != nil {
@@ -728,9 +749,7 @@ func BindDialer(m *Manager, base *net.Dialer) *net.Dialer {
 	if base != nil {
 		d = *base
 	}
-	userCtl, userCtlCtx := d.Control, d.ControlContext
-	d.Control = nil
-	d.ControlContext = func(ctx context.Context, network, address string, c syscall.RawConn) error {
+	d.ControlContext = chainControl(func(ctx context.Context, network, address string, c syscall.RawConn) error {
 		mgr := m
 		if mgr == nil {
 			var err error
@@ -752,13 +771,8 @@ func BindDialer(m *Manager, base *net.Dialer) *net.Dialer {
 				return fmt.Errorf("intents: binding to %s: %w", p.Name, err)
 			}
 		}
-		if userCtlCtx != nil {
-			return userCtlCtx(ctx, network, address, c)
-		}
-		if userCtl != nil {
-			return userCtl(network, address, c)
-		}
 		return nil
-	}
+	}, d.Control, d.ControlContext)
+	d.Control = nil
 	return &d
 }

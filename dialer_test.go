@@ -138,7 +138,7 @@ func TestDialPathHappyEyeballsFallsBack(t *testing.T) {
 	p := loPathBoth(t)
 	d := &Dialer{FallbackDelay: time.Hour} // the fallback must start because the primary failed, not by timer
 	// 127.0.0.1 first: nothing listens there on this port, so IPv6 serves.
-	c, err := d.dialParallel(context.Background(), "tcp", port, p, 0,
+	c, err := pathDial{Dialer: d, network: "tcp", port: port, path: p}.parallel(context.Background(),
 		[]netip.Addr{netip.MustParseAddr("127.0.0.1")}, []netip.Addr{netip.MustParseAddr("::1")})
 	require.NoError(t, err)
 	defer c.Close()

@@ -347,7 +347,7 @@ func (m *Manager) probe() {
 				break
 			}
 			if c, err := d.dialChoice(ctx, m, "tcp", host, uint16(port), Choice{Path: p}, MultipathUnspecified); err == nil {
-				c.Close() // dialOne recorded the connect time as a probe
+				c.Close() // the dial recorded the connect time as a probe
 			}
 		}
 		cancel()

@@ -166,20 +166,10 @@ func (e Endpoint) Dialer(base *net.Dialer) *net.Dialer {
 	}
 	if e.Path != nil {
 		d.LocalAddr = localAddr("tcp", e.Local)
-		userCtl, userCtlCtx := d.Control, d.ControlContext
+		d.ControlContext = chainControl(func(_ context.Context, network, address string, c syscall.RawConn) error {
+			return e.Control(network, address, c)
+		}, d.Control, d.ControlContext)
 		d.Control = nil
-		d.ControlContext = func(ctx context.Context, network, address string, c syscall.RawConn) error {
-			if err := e.Control(network, address, c); err != nil {
-				return err
-			}
-			if userCtlCtx != nil {
-				return userCtlCtx(ctx, network, address, c)
-			}
-			if userCtl != nil {
-				return userCtl(network, address, c)
-			}
-			return nil
-		}
 	}
 	if e.MPTCP {
 		d.SetMultipathTCP(true)
