@@ -851,29 +851,39 @@ func moreScenarios() []scenario {
 		return getURL(rt, "http://docker/v1.45/info")
 	}})
 	add(scenario{name: "as http.DefaultTransport", run: func(t *testing.T, mk makeRT) outcome {
-		rt := mk(nil)
-		saved := http.DefaultTransport
-		http.DefaultTransport = rt
-		defer func() { http.DefaultTransport = saved }()
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/panic" {
-				panic(http.ErrAbortHandler)
+		return outcome{Extra: fmt.Sprint(viaDefaultTransport(mk(nil), "/", "/panic", "/"))}
+	}})
+	add(scenario{name: "Base.MaxIdleConnsPerHost < 0: none kept", run: func(t *testing.T, mk makeRT) outcome {
+		srv := plainServer(t, text("ok"))
+		rt := mk(func(b *http.Transport) { b.MaxIdleConnsPerHost = -1 })
+		o := getURL(rt, srv.URL)
+		o.Extra = "after the request, its connection " + srv.closedOne()
+		return o
+	}})
+	add(scenario{name: "Base.TLSHandshakeTimeout", run: func(t *testing.T, mk makeRT) outcome {
+		// A server that accepts and never answers the ClientHello.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		var held sync.WaitGroup
+		held.Go(func() {
+			var conns []net.Conn
+			defer func() {
+				for _, c := range conns {
+					c.Close()
+				}
+			}()
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				conns = append(conns, c)
 			}
-			io.WriteString(w, "ok")
-		}))
-		var results []string
-		for _, p := range []string{"/", "/panic", "/"} {
-			resp, err := http.Get(srv.URL + p)
-			if err != nil {
-				results = append(results, "error")
-				continue
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			results = append(results, string(b))
-		}
-		srv.Close() // calls CloseIdleConnections on http.DefaultTransport
-		return outcome{Extra: fmt.Sprint(results)}
+		})
+		defer held.Wait()
+		defer l.Close()
+		rt := mk(func(b *http.Transport) { b.TLSHandshakeTimeout = 200 * time.Millisecond })
+		return withTimeout(func() outcome { return getURL(rt, "https://"+l.Addr().String()+"/") })
 	}})
 	add(scenario{name: "7th request beside 6 streams", run: func(t *testing.T, mk makeRT) outcome {
 		srv := streamingServer(t)
@@ -1090,11 +1100,19 @@ func TestConformanceLoopbackNames(t *testing.T) {
 // standard library's own as it was, and it serves, closes and recovers
 // like it.
 func TestTransportAsDefaultTransport(t *testing.T) {
-	saved := http.DefaultTransport
 	tr := &intents.Transport{}
-	http.DefaultTransport = tr
-	defer func() { http.DefaultTransport = saved }()
 	defer tr.Close()
+	assert.Equal(t, []string{"ok", "error", "ok", "ok"}, viaDefaultTransport(tr, "/", "/panic", "/", "/"))
+}
+
+// viaDefaultTransport makes rt http.DefaultTransport for a while and GETs
+// the paths from a server whose /panic aborts its handler, then closes
+// the server (which closes http.DefaultTransport's idle connections):
+// each body, or "error".
+func viaDefaultTransport(rt http.RoundTripper, paths ...string) []string {
+	saved := http.DefaultTransport
+	http.DefaultTransport = rt
+	defer func() { http.DefaultTransport = saved }()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/panic" {
 			panic(http.ErrAbortHandler)
@@ -1102,7 +1120,7 @@ func TestTransportAsDefaultTransport(t *testing.T) {
 		io.WriteString(w, "ok")
 	}))
 	var results []string
-	for _, p := range []string{"/", "/panic", "/", "/"} {
+	for _, p := range paths {
 		resp, err := http.Get(srv.URL + p)
 		if err != nil {
 			results = append(results, "error")
@@ -1112,6 +1130,6 @@ func TestTransportAsDefaultTransport(t *testing.T) {
 		resp.Body.Close()
 		results = append(results, string(b))
 	}
-	srv.Close() // calls http.DefaultTransport's CloseIdleConnections
-	assert.Equal(t, []string{"ok", "error", "ok", "ok"}, results)
+	srv.Close()
+	return results
 }

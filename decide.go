@@ -66,7 +66,8 @@ func (m *Manager) decideUntraced(in *Intents, dest Destination, cands []Candidat
 			return d, err
 		}
 	}
-	loopback := isLoopbackHost(dest.Host) || (m != nil && m.loopbackName(dest.Host))
+	_, loopbackName := m.loopbackAddr(dest.Host)
+	loopback := isLoopbackHost(dest.Host) || loopbackName
 	if loopback || (m == nil && !constrained) {
 		if l, ok := in.Types[TypeLoopback]; ok && l == LevelProhibit {
 			d.excl = []Exclusion{{Path: "loopback", Reason: "prohibited (prohibit=loopback)"}}
@@ -179,15 +180,10 @@ func (m *Manager) loopbackPermitted(in *Intents, d *decision, dest Destination) 
 	return nil // no loopback path known: nothing to hold against the OS's
 }
 
-// loopbackName reports whether host is a name that the Manager's hosts
-// file maps to loopback addresses only: the operating system reaches it
-// over loopback, which no access network's path can.
-func (m *Manager) loopbackName(host string) bool {
-	_, ok := m.loopbackAddr(host)
-	return ok
-}
-
-// loopbackAddr is the first address of a loopbackName host.
+// loopbackAddr reports whether host is a name that the Manager's hosts
+// file maps to loopback addresses only, and the first of them: the
+// operating system reaches it over loopback, which no access network's
+// path can.
 func (m *Manager) loopbackAddr(host string) (netip.Addr, bool) {
 	if m == nil || m.resolver == nil || host == "" || (host[0] >= '0' && host[0] <= '9') || host[0] == '[' || host[0] == ':' {
 		return netip.Addr{}, false

@@ -325,7 +325,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}
-	var errs []error
+	var errs []*PathError
 	for _, c := range pl.choices {
 		var conn net.Conn
 		var err error
@@ -348,11 +348,8 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 // dialError is the error of a dial whose every path failed: the one path's
 // error, or every path's, tagged with its path and joined (as sing-box's
 // dialParallelInterface keeps them), as a *net.OpError.
-func dialError(network string, errs []error) error {
-	var err error = errors.Join(errs...)
-	if len(errs) == 1 {
-		err = errs[0].(*PathError).Err
-	}
+func dialError(network string, errs []*PathError) error {
+	err := pathErrors(errs)
 	var oe *net.OpError
 	if len(errs) == 1 && errors.As(err, &oe) {
 		return err

@@ -97,3 +97,19 @@ func (e *PathError) Error() string {
 
 // Unwrap returns the path's error.
 func (e *PathError) Unwrap() error { return e.Err }
+
+// pathErrors is the error of something that failed on every path it was
+// tried on: one path's error as it is, several tagged and joined.
+func pathErrors(errs []*PathError) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0].Err
+	}
+	joined := make([]error, len(errs))
+	for i, e := range errs {
+		joined[i] = e
+	}
+	return errors.Join(joined...)
+}

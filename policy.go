@@ -150,7 +150,8 @@ func requiresAny(in *Intents) bool {
 }
 
 // permit returns the paths that in allows for dest, in preference order,
-// and why each other path was left out. loopback says whether the destination is a loopback address or name:
+// and why each other path was left out. loopback says whether the
+// destination is a loopback address or name:
 // loopback destinations are reachable only over loopback paths, others only
 // over the rest.
 func permit(in *Intents, paths []*Path, family byte, loopback bool) ([]*Path, []Exclusion) {

@@ -209,7 +209,7 @@ type core struct {
 type limits struct {
 	maxPerHost  int           // connections to one destination
 	maxTotal    int           // connections in all
-	idlePerHost int           // idle connections kept per destination
+	idlePerHost int           // idle connections kept per destination (negative: none)
 	idleTotal   int           // idle connections kept in all
 	idleTimeout time.Duration // an idle connection is closed after this
 }
@@ -776,12 +776,12 @@ func (c *core) changedLocked(e *entry) (sample bool) {
 // waiter), is closed if its destination has enough idle ones; then the
 // longest idle connection anywhere while there are too many in all.
 func (c *core) trimIdle(e *entry) {
-	if c.idlePerHost > 0 && c.idleCount(c.entries[e.key]) > c.idlePerHost {
+	if c.idlePerHost != 0 && c.idleCount(c.entries[e.key]) > max(c.idlePerHost, 0) {
 		c.remove(e)
 		return
 	}
-	if c.idleTotal <= 0 {
-		return
+	if c.idleTotal <= 0 || c.total <= c.idleTotal {
+		return // no limit, or fewer connections in all than it allows idle
 	}
 	n := 0
 	for _, es := range c.entries {
@@ -936,6 +936,7 @@ func (c *core) idleElsewhere(key string, p *Path) bool {
 	return false
 }
 
+// pathErr explains err by the path going down, if it did.
 func (e *entry) pathErr(err error) error {
 	if err != nil && err != io.EOF && e.pathDown.Load() {
 		return &PathDownError{Path: pathName(e.path), Err: err}

@@ -207,7 +207,7 @@ func (r *Resolver) LookupEndpoints(ctx context.Context, network, host, port stri
 		return nil, err
 	}
 	var eps []Endpoint
-	var errs []error
+	var errs []*PathError
 	for _, c := range pl.choices {
 		addrs, err := r.lookupChoice(ctx, network, host, c.Path)
 		if err != nil {
@@ -223,10 +223,7 @@ func (r *Resolver) LookupEndpoints(ctx context.Context, network, host, port stri
 		}
 	}
 	if len(eps) == 0 {
-		if len(errs) == 1 {
-			return nil, errs[0].(*PathError).Err
-		}
-		return nil, errors.Join(errs...)
+		return nil, pathErrors(errs)
 	}
 	return eps, nil
 }

@@ -1,10 +1,12 @@
 package intents
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // net/http keeps the errors that tell whether a request reached the server
@@ -79,4 +81,24 @@ func rewound(req *http.Request) (*http.Request, bool) {
 	again := req.Clone(req.Context())
 	again.Body = body
 	return again, true
+}
+
+// maxUnprocessedRetries bounds how often a request the server never
+// processed is sent again.
+const maxUnprocessedRetries = 6
+
+// backoff waits before sending a request again: not before the first
+// retry, then 10 ms doubling, at most a second, or until ctx ends.
+func backoff(ctx context.Context, attempt int) error {
+	if attempt == 0 {
+		return nil
+	}
+	t := time.NewTimer(min(10*time.Millisecond<<(attempt-1), time.Second))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

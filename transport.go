@@ -50,9 +50,10 @@ type Transport struct {
 	// DialContext or Dial, if set, dials every connection instead of the
 	// Dialer (the operating system routes it then, unless that function
 	// binds it: see BindDialer), except a plain net.Dialer's DialContext
-	// (as in http.DefaultTransport.Clone()), which the Dialer replaces; MaxConnsPerHost applies as
-	// Transport.MaxConnsPerHost's default. nil: http.DefaultTransport's
-	// settings, as they were when this package was initialised.
+	// (as in http.DefaultTransport.Clone()), which the Dialer replaces;
+	// MaxConnsPerHost applies as Transport.MaxConnsPerHost's default.
+	// nil: http.DefaultTransport's settings, as they were when this
+	// package was initialised.
 	Base *http.Transport
 	// Dialer dials the connections (Timeout, KeepAlive, Control...). nil:
 	// 30 s timeout and keep-alive, as http.DefaultTransport.
@@ -238,11 +239,8 @@ func (t *Transport) init() {
 	if l.idleTimeout == 0 {
 		l.idleTimeout = base.IdleConnTimeout
 	}
-	switch { // as net/http's maxIdleConnsPerHost
-	case l.idlePerHost == 0:
+	if l.idlePerHost == 0 { // as net/http's maxIdleConnsPerHost; negative: none kept
 		l.idlePerHost = http.DefaultMaxIdleConnsPerHost
-	case l.idlePerHost < 0:
-		l.idlePerHost = -1 // none kept
 	}
 	t.core = newCore(t.Manager, l)
 	if t.Manager != nil {
@@ -511,26 +509,6 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// maxUnprocessedRetries bounds how often a request the server never
-// processed is sent again.
-const maxUnprocessedRetries = 6
-
-// backoff waits before sending a request again: not before the first
-// retry, then 10 ms doubling, at most a second, or until ctx ends.
-func backoff(ctx context.Context, attempt int) error {
-	if attempt == 0 {
-		return nil
-	}
-	t := time.NewTimer(min(10*time.Millisecond<<(attempt-1), time.Second))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 func (t *Transport) count(p *Path, f func(*TransportPathStats)) {
 	t.statsMu.Lock()
 	defer t.statsMu.Unlock()
@@ -571,8 +549,9 @@ func (t *Transport) CloseIdleConnections() {
 
 // Close closes the idle connections (the others once their requests are
 // done), ends the Transport's subscription to its Manager's path changes
-// and makes later requests fail with ErrPoolClosed. A Transport dropped without Close is ended when it is
-// garbage collected (once its idle connections are closed).
+// and makes later requests fail with ErrPoolClosed. A Transport dropped
+// without Close is ended when it is garbage collected (once its idle
+// connections are closed).
 func (t *Transport) Close() error {
 	t.init()
 	t.core.close()
