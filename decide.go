@@ -245,7 +245,8 @@ type traceKey struct{}
 
 // WithDecisionTrace returns a context whose decisions (of a dial, or of
 // each attempt of a request) are reported to f, like httptrace for path
-// selection. f runs synchronously and must not block.
+// selection. f runs synchronously, outside the pool's lock, and should not
+// block: the request waits for it.
 func WithDecisionTrace(ctx context.Context, f func(DecisionInfo)) context.Context {
 	return context.WithValue(ctx, traceKey{}, f)
 }

@@ -15,8 +15,16 @@ import (
 //
 // Decide appends its choices to d.Choices, best first, and sets d.Reason.
 // It sees only permitted paths (preferences are applied before), so no policy
-// can pick a prohibited path. Decide must be safe for concurrent use and must
-// not keep req or d.
+// can pick a prohibited path.
+//
+// Decide runs without any lock of the pool's held, on a snapshot of the
+// pool: requests to other destinations, and other decisions, go on
+// meanwhile, and its choices are checked against the pool as it is once it
+// returns (a connection taken or closed meanwhile is passed over for the
+// next choice). So Decide may read its own state under locks of its own
+// and may log; it must be safe for concurrent use, must not keep req or d
+// (nor slices of them) after it returns, and should not block: the request
+// waits for it, and so do the others queued behind it.
 type Policy interface {
 	Decide(req *Request, d *Decision)
 }

@@ -185,7 +185,7 @@ func TestPoolWaitEndsWithContext(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 	p.core.mu.Lock()
 	p.core.testHookQueued = nil
-	assert.Empty(t, p.core.waiters, "the cancelled request left the queue")
+	assert.Empty(t, p.core.queue.ws, "the cancelled request left the queue")
 	p.core.mu.Unlock()
 	a.Release()
 	c, reused, err := p.Get(context.Background(), "tcp", s.addr())
@@ -290,7 +290,7 @@ func TestPoolTickWithSystemRoutedConnections(t *testing.T) {
 	require.NoError(t, err)
 	ask(t, c, "a")
 	for range deliveryTicks + 1 {
-		p.core.tick() // connections with no path have nothing to estimate
+		p.core.sampler.tick() // connections with no path have nothing to estimate
 	}
 	c.Release()
 }
@@ -313,7 +313,7 @@ func (f *fakeConn) inFlight() int {
 func (f *fakeConn) reserve() bool   { ok := !f.busy && !f.closed; f.busy = true; return ok }
 func (f *fakeConn) unreserve()      { f.busy = false }
 func (f *fakeConn) dead() bool      { return f.closed }
-func (f *fakeConn) close()          {}
+func (f *fakeConn) close() error    { return nil }
 func (f *fakeConn) ownReader() bool { return false }
 
 // fakePath is a wired path with one address.
@@ -336,6 +336,19 @@ func granted(t *testing.T, w *waiter, msgAndArgs ...any) grant {
 	default:
 		require.Fail(t, "nothing granted", msgAndArgs...)
 		return grant{}
+	}
+}
+
+// setQueue makes ws, in this order, the waiters of c.
+func setQueue(c *core, ws ...*waiter) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.queue.ws {
+		w.inQueue = false
+	}
+	c.queue.ws = nil
+	for _, w := range ws {
+		c.queue.push(w)
 	}
 }
 
@@ -372,7 +385,7 @@ func TestTryAfterClosingForAFreshChoice(t *testing.T) {
 	c := poolWith(m, 2, 1, []*Path{a, b}, e1, e2) // the total limit stays hit after one close
 	w := queuedWaiter(0)
 	c.mu.Lock()
-	_, ok := c.try(w)
+	_, ok := c.attempt(w, nil)
 	c.mu.Unlock()
 	assert.False(t, ok, "the connection it wanted is gone: wait")
 	assert.True(t, e2.removed, "the longest idle one was closed for the fresh choice")
@@ -392,11 +405,11 @@ func TestFreshChoiceClosesTheLastIdleOfAnotherPath(t *testing.T) {
 	c := poolWith(m, 1, 17, []*Path{a, b}, e)
 	w := queuedWaiter(0)
 	c.mu.Lock()
-	g, ok := c.try(w)
+	g, ok := c.attempt(w, nil)
 	c.mu.Unlock()
 	require.True(t, ok)
-	assert.True(t, g.dial, "a new connection")
-	assert.Equal(t, b, g.path, "on the path the policy wants")
+	assert.True(t, g.dials(), "a new connection")
+	assert.Equal(t, b, g.slot.path, "on the path the policy wants")
 	assert.True(t, e.removed, "the idle one on the other path made room")
 	c.undo(g)
 }
@@ -428,18 +441,16 @@ func TestAWaiterForAnUnusedPathTakesTheNextIdleSlot(t *testing.T) {
 	c := poolWith(m, 2, 17, []*Path{a, b}, e1, e2)
 	small := queuedWaiter(1000)
 	large := queuedWaiter(100_000)
-	c.mu.Lock()
-	c.waiters = []*waiter{small, large}
-	c.serveWaiters()
-	require.Len(t, c.waiters, 2, "no room, nothing free: both wait")
+	setQueue(c, small, large)
+	c.serve()
+	require.Len(t, c.queue.ws, 2, "no room, nothing free: both wait")
 	e2.c.(*fakeConn).busy = false
-	c.serveWaiters()
-	c.mu.Unlock()
-	g := granted(t, large, "the large request still waits; waiters: %d", len(c.waiters))
-	assert.True(t, g.dial, "the large request opens path b")
-	assert.Equal(t, b, g.path)
+	c.serve()
+	g := granted(t, large, "the large request still waits; waiters: %d", len(c.queue.ws))
+	assert.True(t, g.dials(), "the large request opens path b")
+	assert.Equal(t, b, g.slot.path)
 	assert.True(t, e2.removed, "in the slot of the connection that went idle")
-	assert.Equal(t, []*waiter{small}, c.waiters, "the small one waits for a's next")
+	assert.Equal(t, []*waiter{small}, c.queue.ws, "the small one waits for a's next")
 	c.undo(g)
 
 	// Once the policy no longer wants b first, the waiter gets no head
@@ -449,15 +460,13 @@ func TestAWaiterForAnUnusedPathTakesTheNextIdleSlot(t *testing.T) {
 	c.entries["k"] = []*entry{e1, e3}
 	c.total = 2
 	small2 := queuedWaiter(1000)
-	c.mu.Lock()
-	c.waiters = []*waiter{small2, large}
+	setQueue(c, small2, large)
 	large.wantsPath = b // as its last decision had it
 	e3.c.(*fakeConn).busy = false
-	c.serveWaiters()
-	c.mu.Unlock()
+	c.serve()
 	g = granted(t, small2, "the first in line did not get the idle connection")
 	assert.Same(t, e3, g.e)
-	assert.Equal(t, []*waiter{large}, c.waiters)
+	assert.Equal(t, []*waiter{large}, c.queue.ws)
 }
 
 // A request waiting for one busy connection takes another on the same
@@ -485,17 +494,15 @@ func TestAWaiterTakesAFreeConnectionOnItsPathInQueueOrder(t *testing.T) {
 	c := poolWith(m, 2, 17, []*Path{a}, e1, e2)
 	first := queuedWaiter(0)
 	second := queuedWaiter(0)
-	c.mu.Lock()
-	c.waiters = []*waiter{first, second}
-	c.serveWaiters()
-	require.Len(t, c.waiters, 2)
+	setQueue(c, first, second)
+	c.serve()
+	require.Len(t, c.queue.ws, 2)
 	assert.Same(t, e1, first.wants)
 	e2.c.(*fakeConn).busy = false
-	c.serveWaiters()
-	c.mu.Unlock()
+	c.serve()
 	g := granted(t, first, "the first request still waits for connection 1")
 	assert.Same(t, e2, g.e, "the free connection, not a wait behind connection 1")
-	assert.Equal(t, []*waiter{second}, c.waiters)
+	assert.Equal(t, []*waiter{second}, c.queue.ws)
 	c.undo(g)
 }
 
@@ -513,18 +520,18 @@ func TestHopelessWaitersAreNotAskedAgain(t *testing.T) {
 	}))
 	busy := busyEntry(1, a)
 	c := poolWith(m, 1, 17, []*Path{a}, busy)
-	c.mu.Lock()
+	var ws []*waiter
 	for range 10 {
-		c.waiters = append(c.waiters, queuedWaiter(0))
+		ws = append(ws, queuedWaiter(0))
 	}
+	setQueue(c, ws...)
 	for range 5 {
-		c.serveWaiters() // as on every change of a busy connection
+		c.serve() // as on every change of a busy connection
 	}
 	assert.EqualValues(t, 10, asked.Load(), "each asked once")
 	busy.c.(*fakeConn).busy = false
-	c.serveWaiters()
-	c.mu.Unlock()
-	assert.Len(t, c.waiters, 9, "the first in line got the connection that freed")
+	c.serve()
+	assert.Len(t, c.queue.ws, 9, "the first in line got the connection that freed")
 	assert.Greater(t, asked.Load(), int64(10), "asked again once something could be had")
 }
 
@@ -552,13 +559,11 @@ func TestWaiterForABusyConnectionLetsOthersPass(t *testing.T) {
 	small1 := queuedWaiter(10)
 	small2 := queuedWaiter(20)
 	large := queuedWaiter(5000)
-	c.mu.Lock()
-	c.waiters = []*waiter{small1, small2, large}
-	c.serveWaiters()
-	c.mu.Unlock()
-	assert.Equal(t, []*waiter{small1, small2}, c.waiters, "the large request went its own way")
+	setQueue(c, small1, small2, large)
+	c.serve()
+	assert.Equal(t, []*waiter{small1, small2}, c.queue.ws, "the large request went its own way")
 	g := <-large.ch
-	assert.True(t, g.dial, "a new connection for it")
+	assert.True(t, g.dials(), "a new connection for it")
 	c.undo(g)
 	assert.Same(t, busy, small1.wants)
 	assert.Same(t, busy, small2.wants)
@@ -566,12 +571,10 @@ func TestWaiterForABusyConnectionLetsOthersPass(t *testing.T) {
 
 	// The connection frees up: the first in line gets it.
 	busy.c.(*fakeConn).busy = false
-	c.mu.Lock()
-	c.serveWaiters()
-	c.mu.Unlock()
+	c.serve()
 	g = <-small1.ch
 	assert.Same(t, busy, g.e)
-	assert.Equal(t, []*waiter{small2}, c.waiters)
+	assert.Equal(t, []*waiter{small2}, c.queue.ws)
 }
 
 // A request the policy has wait for a busy connection that never frees up
@@ -592,7 +595,7 @@ func TestWaitForABusyConnectionEnds(t *testing.T) {
 	c := poolWith(m, 6, 17, []*Path{a}, held)
 	g, err := c.wait(context.Background(), "k", testDest, &Intents{}, nil)
 	require.NoError(t, err)
-	assert.True(t, g.dial, "a new connection, the held one never freed")
+	assert.True(t, g.dials(), "a new connection, the held one never freed")
 	c.undo(g)
 
 	// At the host limit there is nothing else to do but wait.
@@ -607,7 +610,7 @@ func TestWaitForABusyConnectionEnds(t *testing.T) {
 	}()
 	<-queued
 	c2.mu.Lock()
-	armed := c2.waiters[0].timer != nil
+	armed := c2.queue.ws[0].timer != nil
 	c2.mu.Unlock()
 	assert.False(t, armed, "no timer at the limit")
 	cancel()

@@ -341,7 +341,7 @@ func (c *clientConn) inFlight() int                                     { return
 func (c *clientConn) reserve() bool                                     { return c.cc.Reserve() == nil }
 func (c *clientConn) unreserve()                                        { c.cc.Release() }
 func (c *clientConn) dead() bool                                        { return c.cc.Err() != nil }
-func (c *clientConn) close()                                            { c.cc.Close() }
+func (c *clientConn) close() error                                      { return c.cc.Close() }
 func (c *clientConn) ownReader() bool                                   { return true }
 func (c *clientConn) watch(hook func())                                 { c.cc.SetStateHook(func(*http.ClientConn) { hook() }) }
 func (c *clientConn) roundTrip(r *http.Request) (*http.Response, error) { return c.cc.RoundTrip(r) }
@@ -437,19 +437,19 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		if trace != nil && trace.GetConn != nil {
 			trace.GetConn(hostPort)
 		}
-		a, err := t.core.acquire(ctx, key, dest, &in, dial)
+		g, err := t.core.acquire(ctx, key, dest, &in, dial)
 		if err != nil {
 			closeBody(req)
 			return nil, err
 		}
-		e, reused := a.e, a.reused
+		e, reused := g.e, g.reused
 		cc := e.c.(*clientConn)
 		if trace != nil && trace.GotConn != nil {
 			var conn net.Conn = e.raw
 			if cc.tls != nil {
 				conn = cc.tls // as net/http gives it
 			}
-			trace.GotConn(httptrace.GotConnInfo{Conn: conn, Reused: reused, WasIdle: a.wasIdle, IdleTime: a.idle})
+			trace.GotConn(httptrace.GotConnInfo{Conn: conn, Reused: reused, WasIdle: g.wasIdle, IdleTime: g.idle})
 		}
 		t.count(e.path, func(s *TransportPathStats) { s.Requests++ })
 		expect := max(in.SizeToBeReceived, 0) // counted as pending on e by acquire

@@ -272,7 +272,7 @@ func TestTransportCancelWhileWaitingFreesSlot(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	tr.core.mu.Lock()
 	tr.core.testHookQueued = nil
-	assert.Empty(t, tr.core.waiters)
+	assert.Empty(t, tr.core.queue.ws)
 	tr.core.mu.Unlock()
 
 	close(gate)

@@ -1,0 +1,274 @@
+package intents
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// How a policy's decision becomes a grant. The policy sees a snapshot of
+// the pool and decides without the pool's lock (it is user code, and a
+// decision trace or a log may do I/O); its choices are then applied to the
+// pool as it is by then, each checked again: a connection closed or taken
+// meanwhile is passed over for the next choice, a limit reached meanwhile
+// stops a new connection.
+
+// decideScratch is the space of one decision: the candidates shown to the
+// policy, its choices, and the connections whose sockets are looked at.
+type decideScratch struct {
+	cands   []Candidate
+	choices []Choice
+	peek    []*entry
+}
+
+var decideScratchPool = sync.Pool{New: func() any { return new(decideScratch) }}
+
+// step is what applying one choice came to.
+type step int
+
+const (
+	stepGranted step = iota
+	stepNext         // the choice cannot be had: the next one
+	stepWait         // keep waiting
+)
+
+// attempt asks the policy for w and applies its choices: a grant, or false
+// to keep waiting. With only set, it takes nothing but a new connection on
+// only, and that only if the policy still wants it first. Called under
+// c.mu, which it drops while sockets are looked at and while the policy
+// decides; a queued waiter that left the queue meanwhile gets nothing.
+func (c *core) attempt(w *waiter, only *Path) (grant, bool) {
+	sc := decideScratchPool.Get().(*decideScratch)
+	defer decideScratchPool.Put(sc)
+	c.dropDead(w.key, sc)
+	if c.left(w) {
+		return grant{}, false
+	}
+	now := time.Now()
+	es := c.entries[w.key]
+	cands := slices.Grow(sc.cands[:0], len(es))[:len(es)]
+	for i, e := range es {
+		cands[i] = e.candidate(now)
+		cands[i].Waiting, cands[i].WaitingBytes = c.queue.waitingFor(e, w)
+	}
+	sc.cands = cands
+	queued := c.queue.bytesFor(w)
+
+	c.mu.Unlock()
+	d, err := c.m.decide(w.ctx, w.in, w.dest, cands, w.skip, queued, sc.choices)
+	sc.choices = d.choices[:0]
+	c.mu.Lock()
+
+	if c.left(w) {
+		return grant{}, false
+	}
+	if c.closed {
+		return grant{err: ErrPoolClosed}, true
+	}
+	w.wants, w.wantsPath, w.decided = nil, nil, true
+	if err != nil {
+		return grant{err: err}, true
+	}
+	for i, ch := range d.choices {
+		if only != nil && (i > 0 || ch.Wait || ch.Reuse != nil || !ch.Fresh || ch.Path != only) {
+			return grant{}, false
+		}
+		var g grant
+		var s step
+		switch {
+		case ch.Wait:
+			s = stepWait
+		case ch.Reuse != nil:
+			g, s = c.applyReuse(w, ch.Reuse.ID, now)
+		default:
+			g, s = c.applyNew(w, ch, i == 0, now)
+		}
+		switch s {
+		case stepGranted:
+			return g, true
+		case stepWait:
+			return grant{}, false
+		}
+	}
+	return grant{}, false
+}
+
+// left reports whether w, once queued, has left the queue (its context
+// ended, or the pool closed): under c.mu.
+func (c *core) left(w *waiter) bool { return w.queued && !w.inQueue }
+
+// dropDead removes key's dead connections before a decision, so neither
+// the policy nor the limits count them. A connection lent out whole is
+// checked by its socket, outside c.mu (dropped meanwhile).
+func (c *core) dropDead(key string, sc *decideScratch) {
+	sc.peek = sc.peek[:0]
+	for _, e := range c.entries[key] {
+		switch {
+		case e.c.available() == 0:
+		case e.c.dead():
+			c.remove(e)
+		case e.needsPeek():
+			sc.peek = append(sc.peek, e)
+		}
+	}
+	if len(sc.peek) == 0 {
+		return
+	}
+	c.mu.Unlock()
+	n := 0
+	for _, e := range sc.peek {
+		if !e.alive() {
+			sc.peek[n] = e
+			n++
+		}
+	}
+	c.mu.Lock()
+	for _, e := range sc.peek[:n] {
+		if e.c.inFlight() == 0 { // not taken meanwhile by a request that looked before it died
+			c.remove(e)
+		}
+	}
+	clear(sc.peek)
+}
+
+// applyReuse applies a choice to reuse connection id.
+func (c *core) applyReuse(w *waiter, id uint64, now time.Time) (grant, step) {
+	e := c.byID(c.entries[w.key], id)
+	if e == nil {
+		return grant{}, stepNext // closed since the snapshot
+	}
+	if !c.queue.wantedAhead(w, e) {
+		if g, ok := c.reserve(w, e, now); ok {
+			return g, stepGranted
+		}
+	}
+	// A free connection on the same path does at least as well as waiting
+	// for this busy one: taken in queue order, as net/http hands out its
+	// connections, so a request behind cannot take it first and leave this
+	// one waiting behind a long transfer.
+	if g, ok := c.freeOn(w, e.path, now); ok {
+		return g, stepGranted
+	}
+	if w.waitedOut[e] && c.roomFor(w.key) {
+		return grant{}, stepNext // waited long enough for it
+	}
+	// The policy wants this one: wait for it, but not for ever while a new
+	// connection could be had (its body may be held unread by the very
+	// caller that waits).
+	w.wants = e
+	if c.roomFor(w.key) && w.timer == nil && w.inQueue {
+		c.waitAtMost(w, e)
+	}
+	return grant{}, stepWait
+}
+
+// applyNew applies a choice of a new connection on ch.Path (or, unless
+// ch.Fresh, a free one there). first says it is the policy's first choice.
+func (c *core) applyNew(w *waiter, ch Choice, first bool, now time.Time) (grant, step) {
+	if !ch.Fresh {
+		if g, ok := c.freeOn(w, ch.Path, now); ok {
+			return g, stepGranted
+		}
+	}
+	// Only the first in line for the destination makes room by closing
+	// idle connections: one passing others (see servePass) would close what
+	// those ahead may yet take.
+	firstInLine := !c.queue.aheadOf(w)
+	if firstInLine && !c.roomFor(w.key) && c.underHostLimit(w.key) {
+		c.closeOldestIdle() // make room under the total limit, as browsers do
+	}
+	if first && ch.Fresh && !c.roomFor(w.key) {
+		c.replaceIdleFor(w, ch.Path, firstInLine)
+	}
+	if !c.roomFor(w.key) {
+		return grant{}, stepNext // at a limit: a later choice may still reuse something
+	}
+	size := max(w.in.SizeToBeReceived, 0)
+	return grant{slot: c.takeDialSlot(w.key, ch, size), size: size}, stepGranted
+}
+
+// replaceIdleFor is the case of a policy that prefers a new connection on
+// p to what the pool has, at the host's limit: an idle connection of the
+// destination on another path is closed for it, or the limit would keep p
+// unused. Not for a fallback choice: that would close the very connection
+// a better choice may be about to free. A waiter behind others may do it
+// only for a path the destination has no connection on, and is then
+// served first when a connection goes idle (see servePass).
+func (c *core) replaceIdleFor(w *waiter, p *Path, firstInLine bool) {
+	es := c.entries[w.key]
+	unused := c.unusedPath(w.key, es, p)
+	if unused {
+		w.wantsPath = p
+	}
+	if firstInLine || unused {
+		c.closeIdleOf(es, p)
+	}
+}
+
+// unusedPath reports whether the destination has no connection, open or
+// being opened, on p.
+func (c *core) unusedPath(key string, es []*entry, p *Path) bool {
+	if c.dialing[dialKey{key, p}] > 0 {
+		return false
+	}
+	for _, e := range es {
+		if e.path == p {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *core) byID(es []*entry, id uint64) *entry {
+	for _, e := range es {
+		if e.id == id {
+			return e
+		}
+	}
+	return nil
+}
+
+// freeOn finds the most recently used connection of w's destination on
+// path p with a free slot that no waiter ahead of w waits for, and
+// reserves it.
+func (c *core) freeOn(w *waiter, p *Path, now time.Time) (grant, bool) {
+	var best *entry
+	for _, e := range c.entries[w.key] {
+		if e.path == p && e.c.available() > 0 && !c.queue.wantedAhead(w, e) && (best == nil || e.lastUsed.After(best.lastUsed)) {
+			best = e
+		}
+	}
+	if best == nil {
+		return grant{}, false
+	}
+	return c.reserve(w, best, now)
+}
+
+// reserve takes a slot on e for a grant, under c.mu.
+func (c *core) reserve(w *waiter, e *entry, now time.Time) (grant, bool) {
+	wasIdle := e.c.inFlight() == 0
+	if e.removed || !e.c.reserve() {
+		return grant{}, false
+	}
+	size := max(w.in.SizeToBeReceived, 0)
+	e.addPending(size)
+	e.idleSince = time.Time{}
+	c.sampler.setActive(e, true)
+	c.stat(e.path).Reuses++
+	g := grant{e: e, reused: true, wasIdle: wasIdle, size: size}
+	if wasIdle {
+		g.idle = now.Sub(e.lastUsed)
+	}
+	e.lastUsed = now
+	return g, true
+}
+
+func (c *core) roomFor(key string) bool {
+	return c.underHostLimit(key) && (c.maxTotal <= 0 || c.total < c.maxTotal)
+}
+
+// underHostLimit reports whether key may have one more connection by the
+// per-destination limit.
+func (c *core) underHostLimit(key string) bool {
+	return c.maxPerHost <= 0 || len(c.entries[key])+c.dialingTo(key) < c.maxPerHost
+}

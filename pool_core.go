@@ -1,0 +1,533 @@
+package intents
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sockintents/intents/internal/sockopt"
+)
+
+// The pool core: the registry of connections and its limits. The queue of
+// waiting requests is in pool_queue.go, how a policy's decision becomes a
+// grant in pool_choose.go, idle connections in pool_idle.go, and feeding
+// the path estimators in pool_estimate.go.
+
+// pooled is what the pool core manages: a raw connection lent out whole
+// (Pool) or an HTTP client connection with request slots (Transport).
+type pooled interface {
+	available() int // requests it can take now
+	inFlight() int
+	reserve() bool // take a slot; false if there is none (or it died)
+	unreserve()    // give back a slot taken but not used, or lent out whole
+	dead() bool
+	close() error
+	// ownReader reports whether a reader of its own (net/http's read loop)
+	// watches the socket while it is idle, and reports a close or
+	// unsolicited bytes through dead(), as net/http's idle connections do.
+	// A connection lent out whole has none: the pool looks at its socket
+	// before handing it out again.
+	ownReader() bool
+}
+
+// entry is one pooled connection.
+type entry struct {
+	id      uint64
+	key     string
+	path    *Path // nil: routed by the OS
+	mptcp   bool
+	c       pooled
+	raw     net.Conn // the socket, for liveness checks and traces
+	created time.Time
+
+	// guarded by core.mu
+	lastUsed  time.Time
+	idleSince time.Time // zero while in use
+	removed   bool
+
+	pathDown atomic.Bool // closed because its path went away
+
+	// estimator feeding, guarded by sampler.mu
+	active    bool  // counted as active on its path
+	tickBytes int64 // bytesIn at the last tick
+
+	// TCP_INFO counters at the last sample: sampled outside every lock
+	// (a system call), so under a lock of their own.
+	sampleMu              sync.Mutex
+	lastRetrans, lastSegs uint64
+
+	bytesIn, bytesOut atomic.Int64
+	pending           atomic.Int64 // bytes expected by requests in flight
+}
+
+func (e *entry) candidate(now time.Time) Candidate {
+	return Candidate{ID: e.id, Path: e.path, MPTCP: e.mptcp, Available: e.c.available(), InFlight: e.c.inFlight(),
+		Idle: now.Sub(e.lastUsed), Age: now.Sub(e.created), BytesIn: e.bytesIn.Load(), BytesOut: e.bytesOut.Load(), Pending: max(e.pending.Load(), 0)}
+}
+
+// needsPeek reports whether e's liveness is a question for its socket: a
+// connection lent out whole, free, with no reader of its own.
+func (e *entry) needsPeek() bool {
+	return !e.c.ownReader() && e.raw != nil && e.c.available() > 0 && e.c.inFlight() == 0
+}
+
+// alive checks an idle connection without blocking: dead() for one with
+// a reader of its own, else its socket. As net/http does for its idle
+// connections (persistConn.readLoop: "Unsolicited response received on
+// idle HTTP channel"), a connection lent out whole that received bytes
+// while idle is not handed out again: they are no answer to the next
+// user's request (a server's "421 idle timeout" before it closes, say).
+// It may make a system call: never under core.mu.
+func (e *entry) alive() bool {
+	if e.c.dead() {
+		return false
+	}
+	if e.c.ownReader() || e.c.inFlight() > 0 || e.raw == nil {
+		return true
+	}
+	sc, ok := e.raw.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	return sockopt.Peek(rc) == sockopt.Quiet
+}
+
+// pathErr explains err by the path going down, if it did.
+func (e *entry) pathErr(err error) error {
+	if err != nil && err != io.EOF && e.pathDown.Load() {
+		return &PathDownError{Path: pathName(e.path), Err: err}
+	}
+	return err
+}
+
+// addPending changes the bytes e (and so its path) still expects.
+func (e *entry) addPending(delta int64) {
+	e.pending.Add(delta)
+	e.path.addPending(delta)
+}
+
+// core is the policy-driven connection pool shared by Pool and Transport:
+// the connections by destination, the dials under way, and the limits on
+// both. Its lock guards bookkeeping only: the policy, traces, logs and
+// system calls run outside it.
+type core struct {
+	m *Manager
+	limits
+
+	mu      sync.Mutex
+	entries map[string][]*entry // by key
+	dialing map[dialKey]int     // dials in progress, by key and path
+	total   int                 // entries plus dials in progress
+	queue   waitQueue
+	stats   map[string]*PathStats
+	nextID  uint64
+	closed  bool
+	sweeper *time.Timer // closes idle connections; armed while there are any
+
+	// serving is set while a goroutine hands grants to the queue (serve);
+	// again asks it for another pass, for changes made meanwhile.
+	serving, again bool
+	// wentIdle are the connections gone idle since the last serve: kept
+	// within the idle limits once the waiters had their chance at them.
+	wentIdle []*entry
+
+	unsub     func()
+	unsubOnce sync.Once
+	sampler   sampler
+
+	testHookQueued func() // called under mu when a request joins the queue
+}
+
+// limits are a pool's bounds; 0 means none.
+type limits struct {
+	maxPerHost  int           // connections to one destination
+	maxTotal    int           // connections in all
+	idlePerHost int           // idle connections kept per destination (negative: none)
+	idleTotal   int           // idle connections kept in all
+	idleTimeout time.Duration // an idle connection is closed after this
+}
+
+func newCore(m *Manager, l limits) *core {
+	c := &core{m: m, limits: l,
+		entries: map[string][]*entry{}, dialing: map[dialKey]int{}, stats: map[string]*PathStats{}}
+	if m != nil {
+		c.unsub = m.subscribe(c.drainGonePaths)
+	}
+	return c
+}
+
+func pathName(p *Path) string {
+	if p == nil {
+		return ""
+	}
+	return p.Name
+}
+
+func (c *core) stat(p *Path) *PathStats {
+	s := c.stats[pathName(p)]
+	if s == nil {
+		s = &PathStats{}
+		c.stats[pathName(p)] = s
+	}
+	return s
+}
+
+// grant is what a request gets from the pool: a reserved slot on a pooled
+// connection (e), or the right to open a new one (dial).
+type grant struct {
+	e       *entry
+	reused  bool          // e was pooled before
+	wasIdle bool          // e had nothing in flight
+	idle    time.Duration // how long e had been idle
+	slot    dialSlot      // when dials()
+	size    int64         // bytes the request expects, counted as pending
+	err     error
+}
+
+// dials reports whether g is the right to open a new connection.
+func (g grant) dials() bool { return g.e == nil && g.err == nil }
+
+// dialSlot is the right to open one connection to key over path: counted
+// against the pool's limits, and at once as load on the path, so that
+// decisions made while the dial is under way see it. endDial is the one
+// place its counts are given back.
+type dialSlot struct {
+	key    string
+	path   *Path
+	choice Choice
+	size   int64
+}
+
+// dialKey names the dials in progress to one destination over one path.
+type dialKey struct {
+	key  string
+	path *Path
+}
+
+// takeDialSlot counts a new dial for key on ch.Path, under c.mu.
+func (c *core) takeDialSlot(key string, ch Choice, size int64) dialSlot {
+	c.dialing[dialKey{key, ch.Path}]++
+	c.total++
+	ch.Path.addActive(1)
+	ch.Path.addPending(size)
+	return dialSlot{key: key, path: ch.Path, choice: ch, size: size}
+}
+
+// endDial gives back the counts of s, under c.mu: all of them if the dial
+// failed or was not used; if it opened a connection, the connection now
+// holds its place in the total and its path's counts are the entry's.
+func (c *core) endDial(s dialSlot, opened bool) {
+	k := dialKey{s.key, s.path}
+	switch n := c.dialing[k]; {
+	case n > 1:
+		c.dialing[k] = n - 1
+	case n == 1:
+		delete(c.dialing, k)
+	default:
+		panic("intents: dial slot given back twice")
+	}
+	if !opened {
+		if c.total--; c.total < 0 {
+			panic("intents: pool total below zero")
+		}
+	}
+	s.path.addActive(-1)
+	s.path.addPending(-s.size)
+}
+
+// dialingTo counts the dials in progress to a destination, over any path;
+// under c.mu. The map holds only dials under way: a few entries.
+func (c *core) dialingTo(key string) int {
+	n := 0
+	for k, d := range c.dialing {
+		if k.key == key {
+			n += d
+		}
+	}
+	return n
+}
+
+// acquire returns a granted slot on a pooled connection or, after dialing
+// with dial, on a new pooled connection. On a dial failure the next choice
+// is tried, with the failed path left out.
+func (c *core) acquire(ctx context.Context, key string, dest Destination, in *Intents,
+	dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) (grant, error) {
+	var skip []*Path
+	var firstErr error
+	for {
+		log := c.m.debugLogger(ctx)
+		var asked time.Time
+		if log != nil {
+			asked = time.Now()
+		}
+		g, err := c.wait(ctx, key, dest, in, skip)
+		if log != nil {
+			logGrant(ctx, log, in, g, asked)
+		}
+		if err != nil {
+			if firstErr != nil && errors.Is(err, ErrNoPath) {
+				return grant{}, firstErr // every path failed: say how the first did
+			}
+			return grant{}, err
+		}
+		if g.e != nil {
+			return g, nil
+		}
+		e, err := c.open(ctx, g.slot, dial)
+		if err == nil {
+			return grant{e: e, size: g.size}, nil
+		}
+		if errors.Is(err, ErrPoolClosed) {
+			return grant{}, err
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+		if ctx.Err() != nil || g.slot.path == nil {
+			return grant{}, err
+		}
+		skip = append(skip, g.slot.path)
+	}
+}
+
+// open dials the connection s allows and registers it, with a slot taken
+// for the request that asked.
+func (c *core) open(ctx context.Context, s dialSlot,
+	dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) (*entry, error) {
+	pc, raw, err := dial(ctx, s.choice)
+	if err == nil && !pc.reserve() {
+		pc.close()
+		err = errors.New("intents: new connection died before its first use")
+	}
+	if err != nil {
+		c.mu.Lock()
+		c.endDial(s, false)
+		c.mu.Unlock()
+		c.serve()
+		return nil, err
+	}
+	now := time.Now()
+	e := &entry{key: s.key, path: s.path, c: pc, raw: raw, created: now, lastUsed: now, mptcp: isMPTCP(raw)}
+	c.mu.Lock()
+	if c.closed {
+		c.endDial(s, false)
+		c.mu.Unlock()
+		pc.close()
+		return nil, ErrPoolClosed
+	}
+	c.nextID++
+	e.id = c.nextID
+	c.endDial(s, true)
+	c.entries[s.key] = append(c.entries[s.key], e)
+	c.stat(s.path).Dials++
+	c.sampler.setActive(e, true)
+	e.addPending(s.size)
+	c.mu.Unlock()
+	if w, ok := pc.(interface{ watch(func()) }); ok {
+		w.watch(func() { c.changed(e) })
+	}
+	return e, nil
+}
+
+// logGrant logs, at debug level, what the pool gave a request and how
+// long it waited: the decisions logged before say what the policy wanted,
+// this what the request got.
+func logGrant(ctx context.Context, log *slog.Logger, in *Intents, g grant, asked time.Time) {
+	if g.err != nil {
+		return
+	}
+	got := "new on " + pathName(g.slot.path)
+	if g.e != nil {
+		got = "reuse #" + strconv.FormatUint(g.e.id, 10) + " on " + pathName(g.e.path)
+	}
+	log.LogAttrs(ctx, slog.LevelDebug, "intents grant", slog.String("intents", in.String()),
+		slog.String("got", got), slog.Duration("waited", time.Since(asked)))
+}
+
+func isMPTCP(c net.Conn) bool {
+	if ic, ok := c.(*Conn); ok {
+		c = ic.Conn
+	}
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return false
+	}
+	m, err := tc.MultipathTCP()
+	return err == nil && m
+}
+
+// undo returns a grant its request did not use.
+func (c *core) undo(g grant) {
+	switch {
+	case g.err != nil:
+	case g.e == nil:
+		c.mu.Lock()
+		c.endDial(g.slot, false)
+		c.mu.Unlock()
+		c.serve()
+	default:
+		c.release(g.e, g.size)
+	}
+}
+
+// release gives back a slot on e that its request is done with, with the
+// bytes it still expected.
+func (c *core) release(e *entry, pending int64) {
+	e.addPending(-pending)
+	e.c.unreserve()
+	c.changed(e)
+}
+
+// remove takes e out of the pool and closes it, under c.mu.
+func (c *core) remove(e *entry) {
+	if e.removed {
+		return
+	}
+	e.removed = true
+	c.sampler.setActive(e, false)
+	es := c.entries[e.key]
+	if i := slices.Index(es, e); i >= 0 {
+		// A new slice, not slices.Delete in place: callers iterate views of
+		// the old one (a sweep) while removing.
+		c.entries[e.key] = append(es[:i:i], es[i+1:]...)
+		if len(c.entries[e.key]) == 0 {
+			delete(c.entries, e.key)
+		}
+		c.total--
+	}
+	go e.c.close() // closing may call back into the pool (state hooks)
+}
+
+// changed is called when e's state may have changed (a request finished,
+// a slot was released, the connection died): it removes e if dead, keeps
+// the idle connections within bounds, samples e's TCP_INFO if it just went
+// idle, and serves the waiters.
+func (c *core) changed(e *entry) {
+	c.mu.Lock()
+	sample := c.changedLocked(e)
+	c.mu.Unlock()
+	if sample {
+		sampleTCP(e)
+	}
+	c.serve()
+}
+
+// changedLocked is changed's bookkeeping, under c.mu. It reports whether e
+// just went idle: its TCP_INFO is then worth a sample, which the caller
+// takes after unlocking. Idle limits are applied by the serve that
+// follows, once waiters had their chance at e.
+func (c *core) changedLocked(e *entry) (sample bool) {
+	if e.removed {
+		return false
+	}
+	if e.c.dead() || c.closed {
+		c.remove(e)
+		return false
+	}
+	if e.c.inFlight() == 0 && e.idleSince.IsZero() {
+		now := time.Now()
+		e.lastUsed, e.idleSince = now, now
+		sample = e.path != nil
+		c.sampler.setActive(e, false)
+		c.armSweeper()
+		c.wentIdle = append(c.wentIdle, e)
+	}
+	return sample
+}
+
+// drainGonePaths closes the connections on paths that are gone, down or
+// without the connection's address, busy ones too: their requests could
+// only hang. Those requests fail with a PathDownError.
+func (c *core) drainGonePaths() {
+	c.mu.Lock()
+	c.removeWhere(func(e *entry) bool {
+		if e.path == nil {
+			return false
+		}
+		p := c.m.Path(e.path.Name)
+		gone := p == nil || !p.Up || !hasLocalAddr(p, e.raw)
+		if gone {
+			e.pathDown.Store(true)
+		}
+		return gone
+	})
+	c.mu.Unlock()
+	c.serve()
+}
+
+// removeWhere removes (and closes) the entries that match, under c.mu.
+func (c *core) removeWhere(match func(*entry) bool) {
+	for _, es := range c.entries {
+		for _, e := range es { // remove leaves es as it is
+			if match(e) {
+				c.remove(e)
+			}
+		}
+	}
+}
+
+func (c *core) pathStats() map[string]PathStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]PathStats, len(c.stats))
+	for name, s := range c.stats {
+		out[name] = PathStats{Reuses: s.Reuses, Dials: s.Dials}
+	}
+	for _, es := range c.entries {
+		for _, e := range es {
+			s := out[pathName(e.path)]
+			if e.c.inFlight() > 0 {
+				s.Active++
+			} else {
+				s.Idle++
+			}
+			out[pathName(e.path)] = s
+		}
+	}
+	return out
+}
+
+// closeIdle closes every connection with nothing in flight.
+func (c *core) closeIdle() {
+	c.mu.Lock()
+	c.removeWhere(idle)
+	c.mu.Unlock()
+	c.serve()
+}
+
+// close closes the idle connections (busy ones when they are released)
+// and fails the waiters.
+func (c *core) close() {
+	c.mu.Lock()
+	c.closed = true
+	if c.sweeper != nil {
+		c.sweeper.Stop()
+		c.sweeper = nil
+	}
+	c.removeWhere(idle)
+	c.queue.failAll(ErrPoolClosed)
+	c.mu.Unlock()
+	c.sampler.stop()
+	c.unsubscribe()
+}
+
+// unsubscribe ends the subscription to the Manager's path changes, once.
+func (c *core) unsubscribe() {
+	c.unsubOnce.Do(func() {
+		if c.unsub != nil {
+			c.unsub()
+		}
+	})
+}

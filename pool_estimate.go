@@ -1,0 +1,211 @@
+package intents
+
+import (
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sockintents/intents/internal/tcpinfo"
+)
+
+// Feeding the path estimators from the pool's connections: which are
+// active on which path, their TCP_INFO, and each path's delivery rate.
+
+// sampleInterval is how often active connections are sampled, as the
+// Socket Intents prototype did.
+const sampleInterval = 100 * time.Millisecond
+
+// sampler keeps the connections with requests in flight, counts them as
+// active on their paths, and samples them while there are any. Its lock is
+// its own: the pool's is taken before it, never after.
+type sampler struct {
+	mu       sync.Mutex
+	active   []*entry
+	ticker   *time.Timer // armed while anything is active
+	lastTick time.Time
+	windows  map[string]*deliveryWindow // by path name
+	stopped  bool
+}
+
+// setActive counts e as active (requests in flight) on its path or not, and
+// keeps the sampling tick running while anything is active.
+func (s *sampler) setActive(e *entry, active bool) {
+	if e.path == nil {
+		return // routed by the OS: no path to estimate, nothing to sample
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.active == active {
+		return
+	}
+	e.active = active
+	if !active {
+		e.path.addActive(-1)
+		for i, a := range s.active {
+			if a == e {
+				last := len(s.active) - 1
+				s.active[i] = s.active[last]
+				s.active[last] = nil
+				s.active = s.active[:last]
+				break
+			}
+		}
+		return
+	}
+	e.path.addActive(1)
+	e.tickBytes = e.bytesIn.Load()
+	s.active = append(s.active, e)
+	if s.ticker == nil && !s.stopped {
+		s.lastTick = time.Now()
+		s.ticker = time.AfterFunc(sampleInterval, s.tick)
+	}
+}
+
+// stop ends the sampling for good.
+func (s *sampler) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	if s.ticker != nil {
+		s.ticker.Stop()
+		s.ticker = nil
+	}
+}
+
+// tick samples the active connections: TCP_INFO of each, and the bytes
+// each path delivered since the last tick (its delivery rate, all of the
+// path's connections together). It stops when nothing is active. The
+// system calls (TCP_INFO, the interfaces' counters in sysfs) run outside
+// every lock.
+func (s *sampler) tick() {
+	s.mu.Lock()
+	now := time.Now()
+	elapsed := now.Sub(s.lastTick)
+	s.lastTick = now
+	delivered := map[*Path]int64{}
+	active := make([]*entry, len(s.active))
+	copy(active, s.active)
+	for _, e := range active {
+		in := e.bytesIn.Load()
+		delivered[e.path] += in - e.tickBytes
+		e.tickBytes = in
+	}
+	if len(active) == 0 || s.stopped || s.ticker == nil { // nil: called other than by the timer
+		s.ticker = nil
+	} else {
+		s.ticker.Reset(sampleInterval)
+	}
+	s.mu.Unlock()
+
+	for _, e := range active {
+		sampleTCP(e)
+	}
+	rx := map[*Path]int64{}
+	for p := range delivered {
+		if n, ok := ifaceRxBytes(p.Name); ok {
+			rx[p] = n
+		}
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.windows == nil {
+		s.windows = map[string]*deliveryWindow{}
+	}
+	for name := range s.windows {
+		if !hasPathNamed(delivered, name) {
+			delete(s.windows, name) // idle: a gap must not dilute the next rate
+		}
+	}
+	for p, n := range delivered {
+		w := s.windows[p.Name]
+		if w == nil {
+			w = &deliveryWindow{}
+			s.windows[p.Name] = w
+		}
+		cur, rxOK := rx[p]
+		var rxDelta int64
+		if rxOK && w.rxValid {
+			rxDelta = cur - w.lastRx
+		}
+		w.lastRx, w.rxValid = cur, rxOK
+		if bytes, d, ok := w.add(n, rxDelta, elapsed); ok {
+			p.sampleDelivery(bytes, d)
+		}
+	}
+}
+
+func hasPathNamed(m map[*Path]int64, name string) bool {
+	for p := range m {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// sampleTCP feeds e's TCP_INFO (RTT, loss) to its path's estimates. It
+// makes a system call: never under a pool lock.
+func sampleTCP(e *entry) {
+	if e.path == nil || e.raw == nil {
+		return
+	}
+	sc, ok := e.raw.(syscall.Conn)
+	if !ok {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	info, err := tcpinfo.Get(rc)
+	if err != nil {
+		return
+	}
+	e.path.sampleRTT(info.RTT)
+	e.sampleMu.Lock()
+	defer e.sampleMu.Unlock()
+	if e.path.est != nil && info.DataSegsOut >= e.lastSegs && info.Retrans >= e.lastRetrans {
+		e.path.est.AddLoss(info.Retrans-e.lastRetrans, info.DataSegsOut-e.lastSegs)
+	}
+	e.lastRetrans, e.lastSegs = info.Retrans, info.DataSegsOut
+}
+
+// deliveryWindow sums a path's delivered bytes over its last few ticks.
+// Single ticks are too short: when loss recovery fills a hole, a burst of
+// buffered data becomes readable at once, and 100 ms after a quiet 100 ms
+// shows twice the link's rate.
+//
+// A window counts the larger of what this library read on the path and
+// what the interface received (its counters also see other programs'
+// traffic, and headers), so the path's capacity shows even when this
+// library is not the only one using it. The two are summed apart: data
+// that arrived out of order is received in one tick and read in a later
+// one.
+type deliveryWindow struct {
+	bytes   [deliveryTicks]int64
+	rx      [deliveryTicks]int64
+	durs    [deliveryTicks]time.Duration
+	n, i    int
+	lastRx  int64
+	rxValid bool
+}
+
+const deliveryTicks = 10 // 1 s: many round trips of most paths
+
+func (w *deliveryWindow) add(bytes, rx int64, d time.Duration) (int64, time.Duration, bool) {
+	w.bytes[w.i], w.rx[w.i], w.durs[w.i] = bytes, rx, d
+	w.i = (w.i + 1) % deliveryTicks
+	w.n = min(w.n+1, deliveryTicks)
+	if w.n < deliveryTicks {
+		return 0, 0, false
+	}
+	var sb, srx int64
+	var sd time.Duration
+	for k := range deliveryTicks {
+		sb += w.bytes[k]
+		srx += w.rx[k]
+		sd += w.durs[k]
+	}
+	return max(sb, srx), sd, true
+}

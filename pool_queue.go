@@ -1,0 +1,294 @@
+package intents
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// waiter is one request asking the pool for a connection, as net/http's
+// wantConn: it gets exactly one grant, or its context ends first.
+type waiter struct {
+	ctx  context.Context
+	key  string
+	dest Destination
+	in   *Intents
+	skip []*Path
+	ch   chan grant // queued waiters only; buffered 1: a grant is handed over without blocking
+
+	// The rest is guarded by core.mu.
+	queued  bool // it joined the queue
+	inQueue bool // and is still in it
+	// wants is the busy connection the policy chose to wait for, if it
+	// did: later waiters may go their own ways meanwhile, but see it
+	// waiting there (Candidate.Waiting).
+	wants *entry
+	// timer ends a wait for a busy connection while there is room for a
+	// new one; waitedOut are the connections it ended waits for.
+	timer     *time.Timer
+	waitedOut map[*entry]bool
+	// wantsPath is the path its policy last wanted a new connection on
+	// when the destination had none there and no room: it is served before
+	// the queue when a connection goes idle (see servePass).
+	wantsPath *Path
+	decided   bool // the policy was asked at least once
+}
+
+// stopTimer stops w's timer, if armed. Under core.mu.
+func (w *waiter) stopTimer() {
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+}
+
+// waitQueue is the FIFO of waiting requests, as net/http's wantConnQueue.
+// Guarded by core.mu.
+type waitQueue struct {
+	ws []*waiter
+}
+
+func (q *waitQueue) push(w *waiter) {
+	w.queued, w.inQueue = true, true
+	q.ws = append(q.ws, w)
+}
+
+// remove takes w out of the queue; false if it was not in it (it was
+// handed a grant, or failed).
+func (q *waitQueue) remove(w *waiter) bool {
+	if !w.inQueue {
+		return false
+	}
+	w.inQueue = false
+	w.stopTimer()
+	if i := slices.Index(q.ws, w); i >= 0 {
+		q.ws = slices.Delete(q.ws, i, i+1)
+	}
+	return true
+}
+
+// deliver hands g to w, which leaves the queue.
+func (q *waitQueue) deliver(w *waiter, g grant) {
+	q.remove(w)
+	w.ch <- g
+}
+
+// failAll hands err to every waiter.
+func (q *waitQueue) failAll(err error) {
+	for _, w := range q.ws {
+		w.inQueue = false
+		w.stopTimer()
+		w.ch <- grant{err: err}
+	}
+	q.ws = nil
+}
+
+// has reports whether a request for key waits.
+func (q *waitQueue) has(key string) bool {
+	for _, w := range q.ws {
+		if w.key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// aheadOf reports whether a waiter for w's destination is ahead of w (for
+// a w not in the queue: whether any waits for its destination).
+func (q *waitQueue) aheadOf(w *waiter) bool {
+	for _, o := range q.ws {
+		if o == w {
+			return false
+		}
+		if o.key == w.key {
+			return true
+		}
+	}
+	return false
+}
+
+// wantedAhead reports whether a waiter ahead of w waits for e: it gets e
+// first.
+func (q *waitQueue) wantedAhead(w *waiter, e *entry) bool {
+	for _, o := range q.ws {
+		if o == w {
+			return false
+		}
+		if o.wants == e {
+			return true
+		}
+	}
+	return false
+}
+
+// waitingFor counts the other waiters that wait for e (HTTP/1.1: one
+// request at a time) and the bytes they expect.
+func (q *waitQueue) waitingFor(e *entry, w *waiter) (n int, bytes int64) {
+	for _, o := range q.ws {
+		if o.wants == e && o != w {
+			n++
+			bytes += max(o.in.SizeToBeReceived, 0)
+		}
+	}
+	return n, bytes
+}
+
+// bytesFor is what the other waiters for w's destination expect to
+// receive, by their size hints: load still to come, which the policy may
+// weigh (see Request.Queued).
+func (q *waitQueue) bytesFor(w *waiter) int64 {
+	var n int64
+	for _, o := range q.ws {
+		if o != w && o.key == w.key {
+			n += max(o.in.SizeToBeReceived, 0)
+		}
+	}
+	return n
+}
+
+// maxWaitForBusy bounds how long a request waits for a particular busy
+// connection while it could open a new one.
+var maxWaitForBusy = time.Second
+
+// waitAtMost arms w's timer: after maxWaitForBusy, w stops waiting for e
+// and takes its policy's next choice. Under c.mu.
+func (c *core) waitAtMost(w *waiter, e *entry) {
+	w.timer = time.AfterFunc(maxWaitForBusy, func() {
+		c.mu.Lock()
+		if w.wants != e || !w.inQueue {
+			c.mu.Unlock()
+			return
+		}
+		w.timer = nil
+		if w.waitedOut == nil {
+			w.waitedOut = map[*entry]bool{}
+		}
+		w.waitedOut[e] = true
+		c.again = true // its last decision no longer stands
+		c.mu.Unlock()
+		c.serve()
+	})
+}
+
+// wait asks for a grant, queueing FIFO behind earlier requests until one
+// is possible or ctx ends.
+func (c *core) wait(ctx context.Context, key string, dest Destination, in *Intents, skip []*Path) (grant, error) {
+	w := &waiter{ctx: ctx, key: key, dest: dest, in: in, skip: skip}
+	c.mu.Lock()
+	if !c.closed && !c.queue.has(key) { // nobody is ahead for this destination
+		if g, ok := c.attempt(w, nil); ok {
+			c.mu.Unlock()
+			return g, g.err
+		}
+	}
+	if c.closed {
+		c.mu.Unlock()
+		return grant{}, ErrPoolClosed
+	}
+	w.ch = make(chan grant, 1)
+	c.queue.push(w)
+	c.mu.Unlock()
+	c.serve() // earlier waiters that can go now go first; this one too, if it can
+	if c.testHookQueued != nil {
+		c.mu.Lock()
+		if w.inQueue {
+			c.testHookQueued()
+		}
+		c.mu.Unlock()
+	}
+	select {
+	case g := <-w.ch:
+		return g, g.err
+	case <-ctx.Done():
+		c.mu.Lock()
+		left := c.queue.remove(w)
+		c.mu.Unlock()
+		if !left {
+			// A grant was handed over as ctx ended: give it back.
+			c.undo(<-w.ch)
+		}
+		return grant{}, ctx.Err()
+	}
+}
+
+// serve hands grants to the waiters, in passes over the queue, until a
+// pass ends with nothing changed meanwhile. One goroutine serves at a
+// time: another that calls serve while it does asks it for one more pass
+// instead, so no change goes unseen, and the policy runs outside c.mu.
+func (c *core) serve() {
+	c.mu.Lock()
+	if c.serving {
+		c.again = true
+		c.mu.Unlock()
+		return
+	}
+	c.serving = true
+	for len(c.queue.ws) > 0 && !c.closed {
+		c.again = false
+		c.servePass()
+		if !c.again {
+			break
+		}
+	}
+	c.trimWentIdle()
+	c.serving = false
+	c.mu.Unlock()
+}
+
+// servePass hands grants to waiters in FIFO order, under c.mu (dropped
+// while a policy decides). A waiter never overtakes an earlier one for the
+// same destination, except that one the policy had wait for a particular
+// busy connection lets those behind it go their own ways (a new
+// connection, another free one); none takes that connection before it.
+func (c *core) servePass() {
+	ws := slices.Clone(c.queue.ws) // the queue changes while a policy decides
+	// First the waiters whose policy wants a path their destination has no
+	// connection on: a page whose requests queue at the host's limit would
+	// otherwise use that path only once the requests ahead, which the
+	// policy keeps on the busy path, are all under way. A connection gone
+	// idle is better spent opening the unused path.
+	for _, w := range ws {
+		if !w.inQueue || w.wantsPath == nil || w.ctx.Err() != nil || !c.idleElsewhere(w.key, w.wantsPath) {
+			continue
+		}
+		wants := w.wants
+		if g, ok := c.attempt(w, w.wantsPath); ok {
+			c.queue.deliver(w, g)
+		} else if w.inQueue {
+			// Its place in the queue stands for anything else, and so does
+			// the busy connection it waits for; wantsPath is as the policy
+			// now has it.
+			w.wants = wants
+		}
+	}
+	var blocked map[string]bool
+	for _, w := range ws {
+		if c.closed {
+			return
+		}
+		if !w.inQueue || w.ctx.Err() != nil || blocked[w.key] {
+			continue // a cancelled waiter's own goroutine removes it
+		}
+		if w.decided && !c.roomFor(w.key) && !c.anyFree(w.key) && !c.roomByClosingIdle(w.key) {
+			// Nothing to be had: no room for a new connection, no free
+			// one, and no idle one anywhere whose closing would make room.
+			// Asking the policy again would change nothing but cost a
+			// decision per waiter per change, thousands for a page; its
+			// last decision stands.
+			continue
+		}
+		g, ok := c.attempt(w, nil)
+		if ok {
+			c.queue.deliver(w, g)
+			continue
+		}
+		if w.inQueue && w.wants == nil {
+			// Waiting for room or for any connection: nobody behind it
+			// for this destination may pass.
+			if blocked == nil {
+				blocked = map[string]bool{}
+			}
+			blocked[w.key] = true
+		}
+	}
+}
