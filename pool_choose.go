@@ -30,7 +30,13 @@ const (
 	stepGranted step = iota
 	stepNext         // the choice cannot be had: the next one
 	stepWait         // keep waiting
+	stepStale        // the decision was made on a pool that has changed since: decide again
 )
+
+// maxStaleDecisions bounds how often one attempt decides again because the
+// pool changed while its policy decided; after that the request waits, and
+// the next change serves it.
+const maxStaleDecisions = 3
 
 // attempt asks the policy for w and applies its choices: a grant, or false
 // to keep waiting. With only set, it takes nothing but a new connection on
@@ -40,9 +46,25 @@ const (
 func (c *core) attempt(w *waiter, only *Path) (grant, bool) {
 	sc := decideScratchPool.Get().(*decideScratch)
 	defer decideScratchPool.Put(sc)
+	for range maxStaleDecisions {
+		g, s := c.decideOnce(w, only, sc)
+		switch s {
+		case stepGranted:
+			return g, true
+		case stepStale:
+			continue
+		}
+		return grant{}, false
+	}
+	return grant{}, false
+}
+
+// decideOnce is one decision of attempt: a snapshot under c.mu, the policy
+// without it, its choices applied under it again.
+func (c *core) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant, step) {
 	c.dropDead(w.key, sc)
 	if c.left(w) {
-		return grant{}, false
+		return grant{}, stepWait
 	}
 	now := time.Now()
 	es := c.entries[w.key]
@@ -55,23 +77,23 @@ func (c *core) attempt(w *waiter, only *Path) (grant, bool) {
 	queued := c.queue.bytesFor(w)
 
 	c.mu.Unlock()
-	d, err := c.m.decide(w.ctx, w.in, w.dest, cands, w.skip, queued, sc.choices)
+	d, err := c.m.decide(w.ctx, &w.in, w.dest, cands, w.skip, queued, sc.choices)
 	sc.choices = d.choices[:0]
 	c.mu.Lock()
 
 	if c.left(w) {
-		return grant{}, false
+		return grant{}, stepWait
 	}
 	if c.closed {
-		return grant{err: ErrPoolClosed}, true
+		return grant{err: ErrPoolClosed}, stepGranted
 	}
 	w.wants, w.wantsPath, w.decided = nil, nil, true
 	if err != nil {
-		return grant{err: err}, true
+		return grant{err: err}, stepGranted
 	}
 	for i, ch := range d.choices {
 		if only != nil && (i > 0 || ch.Wait || ch.Reuse != nil || !ch.Fresh || ch.Path != only) {
-			return grant{}, false
+			return grant{}, stepWait
 		}
 		var g grant
 		var s step
@@ -79,18 +101,15 @@ func (c *core) attempt(w *waiter, only *Path) (grant, bool) {
 		case ch.Wait:
 			s = stepWait
 		case ch.Reuse != nil:
-			g, s = c.applyReuse(w, ch.Reuse.ID, now)
+			g, s = c.applyReuse(w, ch.Reuse, now)
 		default:
 			g, s = c.applyNew(w, ch, i == 0, now)
 		}
-		switch s {
-		case stepGranted:
-			return g, true
-		case stepWait:
-			return grant{}, false
+		if s != stepNext {
+			return g, s
 		}
 	}
-	return grant{}, false
+	return grant{}, stepWait
 }
 
 // left reports whether w, once queued, has left the queue (its context
@@ -131,9 +150,10 @@ func (c *core) dropDead(key string, sc *decideScratch) {
 	clear(sc.peek)
 }
 
-// applyReuse applies a choice to reuse connection id.
-func (c *core) applyReuse(w *waiter, id uint64, now time.Time) (grant, step) {
-	e := c.byID(c.entries[w.key], id)
+// applyReuse applies a choice to reuse the connection of cand, which is
+// as the policy saw it.
+func (c *core) applyReuse(w *waiter, cand *Candidate, now time.Time) (grant, step) {
+	e := c.byID(c.entries[w.key], cand.ID)
 	if e == nil {
 		return grant{}, stepNext // closed since the snapshot
 	}
@@ -151,6 +171,11 @@ func (c *core) applyReuse(w *waiter, id uint64, now time.Time) (grant, step) {
 	}
 	if w.waitedOut[e] && c.roomFor(w.key) {
 		return grant{}, stepNext // waited long enough for it
+	}
+	if cand.Available > 0 {
+		// The policy chose it free, and it was taken meanwhile: waiting
+		// for it is not what it chose.
+		return grant{}, stepStale
 	}
 	// The policy wants this one: wait for it, but not for ever while a new
 	// connection could be had (its body may be held unread by the very

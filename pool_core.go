@@ -417,11 +417,11 @@ func (c *core) remove(e *entry) {
 func (c *core) changed(e *entry) {
 	c.mu.Lock()
 	sample := c.changedLocked(e)
+	c.serveLocked()
 	c.mu.Unlock()
 	if sample {
 		sampleTCP(e)
 	}
-	c.serve()
 }
 
 // changedLocked is changed's bookkeeping, under c.mu. It reports whether e

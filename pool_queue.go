@@ -3,6 +3,7 @@ package intents
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -12,7 +13,7 @@ type waiter struct {
 	ctx  context.Context
 	key  string
 	dest Destination
-	in   *Intents
+	in   Intents
 	skip []*Path
 	ch   chan grant // queued waiters only; buffered 1: a grant is handed over without blocking
 
@@ -170,14 +171,22 @@ func (c *core) waitAtMost(w *waiter, e *entry) {
 	})
 }
 
+// waiterPool keeps the waiters of requests served at once: most are.
+var waiterPool = sync.Pool{New: func() any { return new(waiter) }}
+
 // wait asks for a grant, queueing FIFO behind earlier requests until one
 // is possible or ctx ends.
 func (c *core) wait(ctx context.Context, key string, dest Destination, in *Intents, skip []*Path) (grant, error) {
-	w := &waiter{ctx: ctx, key: key, dest: dest, in: in, skip: skip}
+	w := waiterPool.Get().(*waiter)
+	*w = waiter{ctx: ctx, key: key, dest: dest, in: *in, skip: skip}
 	c.mu.Lock()
 	if !c.closed && !c.queue.has(key) { // nobody is ahead for this destination
 		if g, ok := c.attempt(w, nil); ok {
 			c.mu.Unlock()
+			// Never queued, so nothing else refers to it (no timer, no
+			// channel): the next request may use it.
+			*w = waiter{}
+			waiterPool.Put(w)
 			return g, g.err
 		}
 	}
@@ -217,9 +226,15 @@ func (c *core) wait(ctx context.Context, key string, dest Destination, in *Inten
 // instead, so no change goes unseen, and the policy runs outside c.mu.
 func (c *core) serve() {
 	c.mu.Lock()
+	c.serveLocked()
+	c.mu.Unlock()
+}
+
+// serveLocked is serve for a caller that holds c.mu (dropped and taken
+// again while policies decide).
+func (c *core) serveLocked() {
 	if c.serving {
 		c.again = true
-		c.mu.Unlock()
 		return
 	}
 	c.serving = true
@@ -232,7 +247,6 @@ func (c *core) serve() {
 	}
 	c.trimWentIdle()
 	c.serving = false
-	c.mu.Unlock()
 }
 
 // servePass hands grants to waiters in FIFO order, under c.mu (dropped

@@ -366,7 +366,7 @@ var testDest = Destination{Network: "tcp", Host: "192.0.2.1", Port: 80}
 
 // queuedWaiter is a request for destination "k" expecting size bytes.
 func queuedWaiter(size int64) *waiter {
-	return &waiter{ctx: context.Background(), key: "k", dest: testDest, in: &Intents{SizeToBeReceived: size}, ch: make(chan grant, 1)}
+	return &waiter{ctx: context.Background(), key: "k", dest: testDest, in: Intents{SizeToBeReceived: size}, ch: make(chan grant, 1)}
 }
 
 // A choice that closes an idle connection to make room, followed by one
@@ -624,7 +624,7 @@ func TestUndoGivesTheSlotBack(t *testing.T) {
 	e := &entry{id: 1, key: "k", c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
 	c.entries["k"] = []*entry{e}
 	c.total = 1
-	w := &waiter{ctx: context.Background(), key: "k", in: &Intents{SizeToBeReceived: 500}}
+	w := &waiter{ctx: context.Background(), key: "k", in: Intents{SizeToBeReceived: 500}}
 	c.mu.Lock()
 	g, ok := c.reserve(w, e, time.Now())
 	c.mu.Unlock()
@@ -658,4 +658,54 @@ func TestReuseOfACandidateCopy(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	assert.True(t, reused, "the copy's ID named the connection")
+}
+
+// The policy runs outside the pool's lock: one that looks at the pool
+// (here its statistics, which take the lock) does not deadlock it.
+func TestPolicyRunsOutsideThePoolLock(t *testing.T) {
+	s := startLineServer(t)
+	var p *Pool
+	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+		_ = p.Stats()
+		d.Choices = append(d.Choices, Choice{Path: req.Paths[0]})
+	}))
+	p = &Pool{Manager: m}
+	p.init()
+	defer p.Close()
+	within(t, "a Get whose policy reads the pool's statistics", func() {
+		c, _, err := p.Get(context.Background(), "tcp", s.addr())
+		if assert.NoError(t, err) {
+			c.Close()
+		}
+	})
+}
+
+// A choice is checked against the pool as it is once the policy returns:
+// a connection chosen free but taken while the policy decided is not
+// handed out twice, nor waited for; the policy decides again, on the pool
+// as it now is.
+func TestAChoiceTakenMeanwhileIsDecidedAgain(t *testing.T) {
+	a := fakePath("a", "10.9.0.1")
+	var e *entry
+	var asked []int // Available of the candidate, per decision
+	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+		cand := &req.Candidates[0]
+		asked = append(asked, cand.Available)
+		if cand.Available > 0 {
+			require.True(t, e.c.reserve(), "another request takes it while the policy decides")
+			d.Choices = append(d.Choices, Choice{Reuse: cand})
+			return
+		}
+		d.Choices = append(d.Choices, Choice{Path: a, Fresh: true})
+	}))
+	e = &entry{id: 1, key: "k", path: a, c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
+	c := poolWith(m, 6, 17, []*Path{a}, e)
+	c.mu.Lock()
+	g, ok := c.attempt(queuedWaiter(0), nil)
+	c.mu.Unlock()
+	require.True(t, ok)
+	assert.Equal(t, []int{1, 0}, asked, "decided again, on the pool as it is")
+	assert.True(t, g.dials(), "a new connection, as the second decision had it")
+	assert.Equal(t, a, g.slot.path)
+	c.undo(g)
 }

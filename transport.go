@@ -98,11 +98,67 @@ type Transport struct {
 	dialer *Dialer
 	sizes  sizeCache
 
-	statsMu sync.Mutex
-	stats   map[string]*TransportPathStats
+	statsMu sync.Mutex                                 // taken to add a path
+	stats   atomic.Pointer[map[string]*pathCounters] // by path name; copied on write, read without a lock
 
 	altMu    sync.Mutex
 	altProto atomic.Pointer[map[string]http.RoundTripper] // RegisterProtocol's, copied on write
+
+	originMu sync.Mutex
+	origins  atomic.Pointer[map[originKey]origin] // copied on write; read per request without a lock
+}
+
+// origin is where a request URL goes, as the pool keys it.
+type origin struct {
+	scheme, host, hostPort, key string
+	port                        uint16
+}
+
+type originKey struct{ scheme, host string } // as in the URL
+
+// maxOrigins bounds the origins a Transport remembers; past it the memory
+// starts afresh (a lookup is only a shortcut).
+const maxOrigins = 256
+
+// originOf parses u's origin, once per scheme and URL host: the strings
+// the pool keys connections by would otherwise be built for every request.
+func (t *Transport) originOf(u *url.URL) (origin, error) {
+	k := originKey{u.Scheme, u.Host}
+	if m := t.origins.Load(); m != nil {
+		if o, ok := (*m)[k]; ok {
+			return o, nil
+		}
+	}
+	scheme := u.Scheme
+	if scheme != "http" && scheme != "https" {
+		return origin{}, errors.New("intents: unsupported protocol scheme " + strconv.Quote(scheme))
+	}
+	host := strings.ToLower(u.Hostname())
+	if host == "" {
+		return origin{}, errors.New("intents: no Host in request URL")
+	}
+	portText := u.Port()
+	if portText == "" {
+		portText = "80"
+		if scheme == "https" {
+			portText = "443"
+		}
+	}
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if err != nil {
+		return origin{}, errors.New("intents: bad port in request URL: " + portText)
+	}
+	hostPort := net.JoinHostPort(host, portText)
+	o := origin{scheme: scheme, host: host, hostPort: hostPort, key: scheme + "://" + hostPort, port: uint16(port)}
+	t.originMu.Lock()
+	defer t.originMu.Unlock()
+	next := map[originKey]origin{}
+	if m := t.origins.Load(); m != nil && len(*m) < maxOrigins {
+		maps.Copy(next, *m)
+	}
+	next[k] = o
+	t.origins.Store(&next)
+	return o, nil
 }
 
 // Clone returns a new Transport with t's settings (Base cloned), and
@@ -252,7 +308,6 @@ func (t *Transport) init() {
 	if t.sizes.max == 0 {
 		t.sizes.max = 4096
 	}
-	t.stats = map[string]*TransportPathStats{}
 	t.ready.Store(true)
 }
 
@@ -376,28 +431,12 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, errors.New("intents: nil Request.URL")
 	}
-	scheme := req.URL.Scheme
-	if scheme != "http" && scheme != "https" {
-		closeBody(req)
-		return nil, errors.New("intents: unsupported protocol scheme " + strconv.Quote(scheme))
-	}
-	host := strings.ToLower(req.URL.Hostname())
-	if host == "" {
-		closeBody(req)
-		return nil, errors.New("intents: no Host in request URL")
-	}
-	portText := req.URL.Port()
-	if portText == "" {
-		portText = "80"
-		if scheme == "https" {
-			portText = "443"
-		}
-	}
-	port, err := strconv.ParseUint(portText, 10, 16)
+	o, err := t.originOf(req.URL)
 	if err != nil {
 		closeBody(req)
-		return nil, errors.New("intents: bad port in request URL: " + portText)
+		return nil, err
 	}
+	scheme, host, port, hostPort, key := o.scheme, o.host, o.port, o.hostPort, o.key
 	ctx := req.Context()
 	in, _ := FromContext(ctx)
 	isGet := req.Method == http.MethodGet || req.Method == ""
@@ -408,8 +447,6 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			in.SizeToBeReceived = t.sizes.get(sizeKey)
 		}
 	}
-	hostPort := net.JoinHostPort(host, portText)
-	key := scheme + "://" + hostPort
 	// The proxy is chosen for the real request, and connections through
 	// different proxies are different connections (net/http's
 	// connectMethodKey).
@@ -423,7 +460,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			key += " via " + proxy.String()
 		}
 	}
-	dest := Destination{Network: "tcp", Host: host, Port: uint16(port), TLS: scheme == "https"}
+	dest := Destination{Network: "tcp", Host: host, Port: port, TLS: scheme == "https"}
 	dial := func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
 		h := &dialHolder{choice: ch, intent: in.Multipath, proxy: proxy}
 		cc, err := t.inner.NewClientConn(context.WithValue(ctx, dialHolderKey{}, h), scheme, hostPort)
@@ -451,7 +488,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			}
 			trace.GotConn(httptrace.GotConnInfo{Conn: conn, Reused: reused, WasIdle: g.wasIdle, IdleTime: g.idle})
 		}
-		t.count(e.path, func(s *TransportPathStats) { s.Requests++ })
+		t.counters(e.path).requests.Add(1)
 		expect := max(in.SizeToBeReceived, 0) // counted as pending on e by acquire
 		resp, err := cc.roundTrip(req)
 		if err != nil {
@@ -509,15 +546,33 @@ func closeBody(req *http.Request) {
 	}
 }
 
-func (t *Transport) count(p *Path, f func(*TransportPathStats)) {
+// pathCounters are a Transport's counts on one path.
+type pathCounters struct {
+	requests, bytesReceived, receiveNanos atomic.Int64
+}
+
+// counters returns p's counters: a lookup without a lock on every request.
+func (t *Transport) counters(p *Path) *pathCounters {
+	name := pathName(p)
+	if m := t.stats.Load(); m != nil {
+		if pc := (*m)[name]; pc != nil {
+			return pc
+		}
+	}
 	t.statsMu.Lock()
 	defer t.statsMu.Unlock()
-	s := t.stats[pathName(p)]
-	if s == nil {
-		s = &TransportPathStats{}
-		t.stats[pathName(p)] = s
+	old := t.stats.Load()
+	if old != nil && (*old)[name] != nil {
+		return (*old)[name]
 	}
-	f(s)
+	next := map[string]*pathCounters{}
+	if old != nil {
+		maps.Copy(next, *old)
+	}
+	pc := &pathCounters{}
+	next[name] = pc
+	t.stats.Store(&next)
+	return pc
 }
 
 // Stats returns per-path counts of connections, requests and received
@@ -525,13 +580,14 @@ func (t *Transport) count(p *Path, f func(*TransportPathStats)) {
 func (t *Transport) Stats() map[string]TransportPathStats {
 	t.init()
 	pool := t.core.pathStats()
-	t.statsMu.Lock()
-	defer t.statsMu.Unlock()
-	out := make(map[string]TransportPathStats, len(t.stats))
-	for name, s := range t.stats {
-		v := *s
-		v.PathStats = pool[name]
-		out[name] = v
+	var counted map[string]*pathCounters
+	if m := t.stats.Load(); m != nil {
+		counted = *m
+	}
+	out := make(map[string]TransportPathStats, len(counted))
+	for name, pc := range counted {
+		out[name] = TransportPathStats{PathStats: pool[name], Requests: pc.requests.Load(),
+			BytesReceived: pc.bytesReceived.Load(), ReceiveTime: time.Duration(pc.receiveNanos.Load())}
 	}
 	for name, ps := range pool {
 		if _, ok := out[name]; !ok {
@@ -631,10 +687,9 @@ func (b *countingBody) finish() {
 		}
 		b.e.path.sampleTransfer(n-b.sampleFrom.Load(), pathBytes, now.Sub(time.Unix(0, from)))
 	}
-	b.t.count(b.e.path, func(s *TransportPathStats) {
-		s.BytesReceived += n
-		s.ReceiveTime += d
-	})
+	pc := b.t.counters(b.e.path)
+	pc.bytesReceived.Add(n)
+	pc.receiveNanos.Add(int64(d))
 }
 
 // sizeCache remembers the Content-Length of URLs, as size hints for later

@@ -1,10 +1,12 @@
 package intents
 
 import (
+	"context"
 	"crypto/tls"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"testing"
 	"time"
 )
@@ -109,5 +111,77 @@ func BenchmarkTransportParallel(b *testing.B) {
 		} else {
 			rt.done()
 		}
+	}
+}
+
+// clientConnRT sends every request on one http.ClientConn with a state
+// hook set, as the Transport's pool does, and nothing else: the floor of
+// what going through the ClientConn API costs.
+type clientConnRT struct {
+	cc      *http.ClientConn
+	reserve bool // take a slot first, as the pool does
+}
+
+func (c *clientConnRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	if c.reserve {
+		if err := c.cc.Reserve(); err != nil {
+			return nil, err
+		}
+	}
+	return c.cc.RoundTrip(r)
+}
+
+// BenchmarkClientConnFloor compares http.Transport with a bare
+// http.ClientConn (the API the Transport's pool is built on) on a reused
+// connection, in the same loop: what of the Transport's ratio in
+// BenchmarkTransport is the ClientConn API's own.
+func BenchmarkClientConnFloor(b *testing.B) {
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") })
+	h1 := httptest.NewServer(handler)
+	defer h1.Close()
+	h2 := httptest.NewUnstartedServer(handler)
+	h2.EnableHTTP2 = true
+	h2.StartTLS()
+	defer h2.Close()
+	tlsConf := &tls.Config{RootCAs: h2.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
+	for _, bc := range []struct {
+		name string
+		srv  *httptest.Server
+	}{{"h1", h1}, {"h2", h2}} {
+		base := http.DefaultTransport.(*http.Transport).Clone()
+		base.TLSClientConfig = tlsConf
+		theirs := base.Clone()
+		u, _ := url.Parse(bc.srv.URL)
+		cc, err := base.NewClientConn(context.Background(), u.Scheme, u.Host)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cc.SetStateHook(func(*http.ClientConn) {})
+		bare := &clientConnRT{cc: cc}
+		reserving := &clientConnRT{cc: cc, reserve: true}
+		b.Run(bc.name, func(b *testing.B) {
+			var tTheirs, tBare, tReserving time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				fetch(b, theirs, bc.srv.URL)
+				t1 := time.Now()
+				fetch(b, bare, bc.srv.URL)
+				t2 := time.Now()
+				fetch(b, reserving, bc.srv.URL)
+				tTheirs += t1.Sub(t0)
+				tBare += t2.Sub(t1)
+				tReserving += time.Since(t2)
+			}
+			b.ReportMetric(float64(tBare)/float64(tTheirs), "ratio")
+			b.ReportMetric(float64(tReserving)/float64(tTheirs), "reserving-ratio")
+		})
+		b.Run(bc.name+"/clientconn-allocs", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				fetch(b, bare, bc.srv.URL)
+			}
+		})
+		cc.Close()
+		theirs.CloseIdleConnections()
 	}
 }
