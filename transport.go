@@ -98,7 +98,7 @@ type Transport struct {
 	dialer *Dialer
 	sizes  sizeCache
 
-	statsMu sync.Mutex                                 // taken to add a path
+	statsMu sync.Mutex                               // taken to add a path
 	stats   atomic.Pointer[map[string]*pathCounters] // by path name; copied on write, read without a lock
 
 	altMu    sync.Mutex
