@@ -123,6 +123,10 @@ func (c *core) dropDead(key string, sc *decideScratch) {
 	sc.peek = sc.peek[:0]
 	for _, e := range c.entries[key] {
 		switch {
+		case e.c.ownReader(): // its reader reports a close or stray bytes
+			if e.c.dead() {
+				c.remove(e)
+			}
 		case e.c.available() == 0:
 		case e.c.dead():
 			c.remove(e)
@@ -271,7 +275,7 @@ func (c *core) freeOn(w *waiter, p *Path, now time.Time) (grant, bool) {
 
 // reserve takes a slot on e for a grant, under c.mu.
 func (c *core) reserve(w *waiter, e *entry, now time.Time) (grant, bool) {
-	wasIdle := e.c.inFlight() == 0
+	wasIdle := !e.idleSince.IsZero() // set when it went idle, cleared here
 	if e.removed || !e.c.reserve() {
 		return grant{}, false
 	}
