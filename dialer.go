@@ -152,7 +152,8 @@ func osConn[T any, P interface {
 		if release != nil {
 			release()
 		}
-		return nil, &net.OpError{Op: "dial", Net: network, Err: fmt.Errorf("intents: dialed a %T", c)}
+		return nil, &net.OpError{Op: "dial", Net: network, Source: c.LocalAddr(), Addr: c.RemoteAddr(),
+			Err: fmt.Errorf("intents: dialed a %T", c)}
 	}
 	if release != nil {
 		runtime.AddCleanup((*T)(t), func(release func()) { release() }, release)
@@ -347,14 +348,23 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 
 // dialError is the error of a dial whose every path failed: the one path's
 // error, or every path's, tagged with its path and joined (as sing-box's
-// dialParallelInterface keeps them), as a *net.OpError.
+// dialParallelInterface keeps them), as a *net.OpError. Its Source and
+// Addr are the first failed connection's, as net's dialSerial reports the
+// first address's error.
 func dialError(network string, errs []*PathError) error {
 	err := pathErrors(errs)
 	var oe *net.OpError
 	if len(errs) == 1 && errors.As(err, &oe) {
 		return err
 	}
-	return &net.OpError{Op: "dial", Net: network, Err: err}
+	out := &net.OpError{Op: "dial", Net: network, Err: err}
+	for _, pe := range errs {
+		if errors.As(pe.Err, &oe) && oe.Addr != nil {
+			out.Source, out.Addr = oe.Source, oe.Addr
+			break
+		}
+	}
+	return out
 }
 
 func splitHostPort(ctx context.Context, network, address string) (string, uint16, error) {
@@ -627,6 +637,10 @@ func (pd pathDial) one(ctx context.Context, remote netip.AddrPort) (net.Conn, er
 			binding = BindSource
 		} else if err != nil {
 			return err
+		}
+		if strings.HasPrefix(nw, "tcp") {
+			// An optimisation only: without it the port is chosen at bind().
+			_ = sockopt.BindAddressNoPort(c)
 		}
 		if fastOpen {
 			// Without it the connection is an ordinary one: not an error.

@@ -205,3 +205,28 @@ func TestDialerTimeout(t *testing.T) {
 	require.ErrorAs(t, err, &oe)
 	assert.True(t, oe.Timeout(), "%v", err)
 }
+
+// A dial whose every path failed says how each failed, by path, and, as
+// net's errors do, where the first failed connection was from and to.
+func TestDialErrorOfSeveralPaths(t *testing.T) {
+	refused := func(src, dst string) error {
+		return &net.OpError{Op: "dial", Net: "tcp", Source: net.TCPAddrFromAddrPort(netip.MustParseAddrPort(src)),
+			Addr: net.TCPAddrFromAddrPort(netip.MustParseAddrPort(dst)), Err: syscall.ECONNREFUSED}
+	}
+	noAddr := errors.New("no address of the path's families")
+	err := dialError("tcp", []*PathError{
+		{Path: "wifi", Err: noAddr},
+		{Path: "lte", Err: refused("10.1.0.2:0", "192.0.2.7:443")},
+		{Path: "eth", Err: refused("10.2.0.2:0", "192.0.2.7:443")},
+	})
+	var oe *net.OpError
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, "dial", oe.Op)
+	assert.Equal(t, "10.1.0.2:0", oe.Source.String(), "the first failed connection's source")
+	assert.Equal(t, "192.0.2.7:443", oe.Addr.String())
+	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+	assert.ErrorIs(t, err, noAddr)
+	for _, p := range []string{"wifi", "lte", "eth"} {
+		assert.Contains(t, err.Error(), p, "every path's failure is told")
+	}
+}
