@@ -118,7 +118,7 @@ func (t *Transport) aggregate(req *http.Request, cfg Aggregate) (*http.Response,
 		stop()
 		return t.plainAfter(req, resp1)
 	}
-	t.sizes.put(req.URL.String(), got.total)
+	t.rememberSize(req.URL, got.total)
 	v := validatorOf(resp1.Header)
 	if got.last+1 == got.total {
 		return wholeOf(resp1, req, got.total, &closeFunc{got.body(resp1.Body), stop}), nil

@@ -41,20 +41,37 @@ func (d *decision) noPath(dest Destination, why string) error {
 // The choices are appended to buf[:0] (nil: a new slice): a caller that
 // decides often passes scratch space of its own. The trace gets copies,
 // since it may keep them.
-func (m *Manager) decide(ctx context.Context, in *Intents, dest Destination, cands []Candidate, skip []*Path, queued int64,
-	buf []Choice) (d decision, err error) {
+func (m *Manager) decide(ctx context.Context, q query, buf []Choice) (d decision, err error) {
 	trace := decisionTrace(ctx, m)
 	if trace != nil {
 		defer func() {
-			trace(DecisionInfo{Intents: *in, Dest: dest, Permitted: d.permitted, Excluded: d.excl,
-				Candidates: slices.Clone(cands), Choices: slices.Clone(d.choices), Reason: d.reason, Err: err})
+			src := q.sizeSource
+			if src == "" && q.in.SizeToBeReceived > 0 {
+				src = SizeFromIntents
+			}
+			trace(DecisionInfo{Intents: *q.in, SizeSource: src, Dest: q.dest, Permitted: d.permitted, Excluded: d.excl,
+				Candidates: slices.Clone(q.cands), Choices: slices.Clone(d.choices), Reason: d.reason, Err: err})
 		}()
 	}
-	return m.decideUntraced(in, dest, cands, skip, queued, trace != nil, buf)
+	return m.decideUntraced(q, trace != nil, buf)
 }
 
-func (m *Manager) decideUntraced(in *Intents, dest Destination, cands []Candidate, skip []*Path, queued int64, explain bool,
-	buf []Choice) (decision, error) {
+// query is what a decision is asked: for a request with intents in to
+// dest, the pooled connections there (cands), the paths that already
+// failed it (skip), and the bytes queued behind it (see Request.Queued).
+// sizeSource says where in.SizeToBeReceived came from, if not from the
+// caller (see DecisionInfo.SizeSource).
+type query struct {
+	in         *Intents
+	sizeSource string
+	dest       Destination
+	cands      []Candidate
+	skip       []*Path
+	queued     int64
+}
+
+func (m *Manager) decideUntraced(q query, explain bool, buf []Choice) (decision, error) {
+	in, dest, cands, skip := q.in, q.dest, q.cands, q.skip
 	d := decision{intent: in.Multipath, choices: buf[:0]}
 	if d.intent == MultipathOff {
 		d.intent = MultipathUnspecified
@@ -122,7 +139,7 @@ func (m *Manager) decideUntraced(in *Intents, dest Destination, cands []Candidat
 	if m.cfg.Policy == nil {
 		pd.Choices, pd.Reason = []Choice{{}}, "no policy: system routing"
 	} else {
-		req := Request{Intents: *in, Dest: dest, Paths: d.permitted, Candidates: shown, Queued: queued, Explain: explain}
+		req := Request{Intents: *in, Dest: dest, Paths: d.permitted, Candidates: shown, Queued: q.queued, Explain: explain}
 		m.cfg.Policy.Decide(&req, &pd)
 	}
 	d.reason = pd.Reason
@@ -232,6 +249,7 @@ func appendPath(cs []Choice, c Choice) []Choice {
 // DecisionInfo is one decision with its inputs, for tracing.
 type DecisionInfo struct {
 	Intents    Intents
+	SizeSource string // where Intents.SizeToBeReceived came from: SizeFromIntents, SizeFromURL, SizeFromOrigin, or "" (unknown)
 	Dest       Destination
 	Permitted  []*Path     // the paths the policy was offered
 	Excluded   []Exclusion // and why the others were not

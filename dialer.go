@@ -689,7 +689,7 @@ func (pl *plan) multipath(c Choice) Multipath {
 func (m *Manager) plan(ctx context.Context, network, host string, port uint16, tls bool) (plan, error) {
 	in, _ := FromContext(ctx)
 	dest := Destination{Network: network, Host: host, Port: port, TLS: tls}
-	d, err := m.decide(ctx, &in, dest, nil, nil, 0, nil)
+	d, err := m.decide(ctx, query{in: &in, dest: dest}, nil)
 	if err != nil {
 		return plan{}, err
 	}

@@ -94,7 +94,7 @@ func (p *Pool) Get(ctx context.Context, network, address string) (*PooledConn, b
 		d = &Dialer{}
 	}
 	key := network + " " + net.JoinHostPort(host, strconv.Itoa(int(port)))
-	g, err := p.core.acquire(ctx, key, dest, &in, func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
+	g, err := p.core.acquire(ctx, connRequest{key: key, dest: dest, in: &in}, func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
 		nc, err := d.dialChoice(ctx, p.core.m, network, host, port, ch, in.Multipath)
 		if err != nil {
 			return nil, nil, err

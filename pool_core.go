@@ -259,10 +259,20 @@ func (c *core) dialingTo(key string) int {
 	return n
 }
 
+// connRequest is a request for a connection: to dest, pooled under key,
+// for intents in; sizeSource says where in.SizeToBeReceived came from
+// (see DecisionInfo.SizeSource).
+type connRequest struct {
+	key        string
+	dest       Destination
+	in         *Intents
+	sizeSource string
+}
+
 // acquire returns a granted slot on a pooled connection or, after dialing
 // with dial, on a new pooled connection. On a dial failure the next choice
 // is tried, with the failed path left out.
-func (c *core) acquire(ctx context.Context, key string, dest Destination, in *Intents,
+func (c *core) acquire(ctx context.Context, r connRequest,
 	dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) (grant, error) {
 	var skip []*Path
 	var firstErr error
@@ -272,9 +282,9 @@ func (c *core) acquire(ctx context.Context, key string, dest Destination, in *In
 		if log != nil {
 			asked = time.Now()
 		}
-		g, err := c.wait(ctx, key, dest, in, skip)
+		g, err := c.wait(ctx, r, skip)
 		if log != nil {
-			logGrant(ctx, log, in, g, asked)
+			logGrant(ctx, log, r.in, g, asked)
 		}
 		if err != nil {
 			if firstErr != nil && errors.Is(err, ErrNoPath) {

@@ -10,12 +10,13 @@ import (
 // waiter is one request asking the pool for a connection, as net/http's
 // wantConn: it gets exactly one grant, or its context ends first.
 type waiter struct {
-	ctx  context.Context
-	key  string
-	dest Destination
-	in   Intents
-	skip []*Path
-	ch   chan grant // queued waiters only; buffered 1: a grant is handed over without blocking
+	ctx        context.Context
+	key        string
+	dest       Destination
+	in         Intents
+	sizeSource string
+	skip       []*Path
+	ch         chan grant // queued waiters only; buffered 1: a grant is handed over without blocking
 
 	// The rest is guarded by core.mu.
 	queued  bool // it joined the queue
@@ -176,11 +177,11 @@ var waiterPool = sync.Pool{New: func() any { return new(waiter) }}
 
 // wait asks for a grant, queueing FIFO behind earlier requests until one
 // is possible or ctx ends.
-func (c *core) wait(ctx context.Context, key string, dest Destination, in *Intents, skip []*Path) (grant, error) {
+func (c *core) wait(ctx context.Context, r connRequest, skip []*Path) (grant, error) {
 	w := waiterPool.Get().(*waiter)
-	*w = waiter{ctx: ctx, key: key, dest: dest, in: *in, skip: skip}
+	*w = waiter{ctx: ctx, key: r.key, dest: r.dest, in: *r.in, sizeSource: r.sizeSource, skip: skip}
 	c.mu.Lock()
-	if !c.closed && !c.queue.has(key) { // nobody is ahead for this destination
+	if !c.closed && !c.queue.has(r.key) { // nobody is ahead for this destination
 		if g, ok := c.attempt(w, nil); ok {
 			c.mu.Unlock()
 			// Never queued, so nothing else refers to it (no timer, no

@@ -593,7 +593,7 @@ func TestWaitForABusyConnectionEnds(t *testing.T) {
 	}))
 	held := busyEntry(1, a)
 	c := poolWith(m, 6, 17, []*Path{a}, held)
-	g, err := c.wait(context.Background(), "k", testDest, &Intents{}, nil)
+	g, err := c.wait(context.Background(), connRequest{key: "k", dest: testDest, in: &Intents{}}, nil)
 	require.NoError(t, err)
 	assert.True(t, g.dials(), "a new connection, the held one never freed")
 	c.undo(g)
@@ -605,7 +605,7 @@ func TestWaitForABusyConnectionEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
-		_, err := c2.wait(ctx, "k", testDest, &Intents{}, nil)
+		_, err := c2.wait(ctx, connRequest{key: "k", dest: testDest, in: &Intents{}}, nil)
 		done <- err
 	}()
 	<-queued

@@ -440,11 +440,12 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	in, _ := FromContext(ctx)
 	isGet := req.Method == http.MethodGet || req.Method == ""
-	var sizeKey string // the URL, computed once, only when size hints need it
+	var sizeKey string    // the URL, computed once, only when size hints need it
+	var sizeSource string // where in.SizeToBeReceived came from
 	if isGet && t.sizes.max > 0 {
 		sizeKey = req.URL.String()
 		if in.SizeToBeReceived == 0 {
-			in.SizeToBeReceived = t.sizes.get(sizeKey)
+			in.SizeToBeReceived, sizeSource = t.sizes.predict(sizeKey, o.key)
 		}
 	}
 	// The proxy is chosen for the real request, and connections through
@@ -474,7 +475,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		if trace != nil && trace.GetConn != nil {
 			trace.GetConn(hostPort)
 		}
-		g, err := t.core.acquire(ctx, key, dest, &in, dial)
+		g, err := t.core.acquire(ctx, connRequest{key: key, dest: dest, in: &in, sizeSource: sizeSource}, dial)
 		if err != nil {
 			closeBody(req)
 			return nil, err
@@ -527,10 +528,20 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			return nil, e.pathErr(err)
 		}
 		if sizeKey != "" && resp.ContentLength >= 0 && resp.StatusCode == http.StatusOK {
-			t.sizes.put(sizeKey, resp.ContentLength)
+			t.sizes.put(sizeKey, o.key, resp.ContentLength)
 		}
 		if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil && resp.Body != http.NoBody {
+			if cl := resp.ContentLength; cl >= 0 && cl != expect {
+				// The headers tell what the body owes: the path's backlog is
+				// now known, for the decisions made while it arrives.
+				e.addPending(cl - expect)
+				expect = cl
+			}
 			cb := &countingBody{rc: resp.Body, t: t, e: e, start: time.Now()}
+			if sizeKey != "" && resp.ContentLength < 0 && resp.StatusCode == http.StatusOK {
+				originKey := o.key
+				cb.sizeOf = func(n int64) { t.sizes.put(sizeKey, originKey, n) }
+			}
 			cb.expect.Store(expect)
 			resp.Body = cb
 		} else {
@@ -616,10 +627,13 @@ func (t *Transport) Close() error {
 
 // countingBody counts a response body's bytes for the path's statistics.
 type countingBody struct {
-	rc     io.ReadCloser
-	t      *Transport
-	e      *entry
-	start  time.Time
+	rc    io.ReadCloser
+	t     *Transport
+	e     *entry
+	start time.Time
+	// sizeOf, when set, is told the body's size once it was read to its
+	// end: a response without Content-Length.
+	sizeOf func(int64)
 	n      atomic.Int64 // Close may race with Read
 	expect atomic.Int64 // of the entry's pending bytes, what this body still owes
 	done   atomic.Bool
@@ -658,6 +672,9 @@ func (b *countingBody) Read(p []byte) (int, error) {
 		}
 	}
 	if err != nil {
+		if err == io.EOF && b.sizeOf != nil && !b.done.Load() {
+			b.sizeOf(total)
+		}
 		b.finish()
 	}
 	return n, b.e.pathErr(err)
@@ -690,38 +707,4 @@ func (b *countingBody) finish() {
 	pc := b.t.counters(b.e.path)
 	pc.bytesReceived.Add(n)
 	pc.receiveNanos.Add(int64(d))
-}
-
-// sizeCache remembers the Content-Length of URLs, as size hints for later
-// requests, forgetting the oldest beyond max entries.
-type sizeCache struct {
-	max   int
-	mu    sync.Mutex
-	sizes map[string]int64
-	order []string
-}
-
-func (c *sizeCache) get(url string) int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.sizes[url]
-}
-
-func (c *sizeCache) put(url string, size int64) {
-	if c.max <= 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.sizes == nil {
-		c.sizes = map[string]int64{}
-	}
-	if _, ok := c.sizes[url]; !ok {
-		c.order = append(c.order, url)
-		if len(c.order) > c.max {
-			delete(c.sizes, c.order[0])
-			c.order = c.order[1:]
-		}
-	}
-	c.sizes[url] = size
 }

@@ -326,3 +326,73 @@ func TestCountingBodySamplesOnlyAfterTheFirstRead(t *testing.T) {
 	// 100 kB in reads of 16 kB: a sample of what came after the first.
 	assert.Positive(t, read(iotest.HalfReader(strings.NewReader(strings.Repeat("x", 100_000)))).MaxRate)
 }
+
+// Without a size hint, a request expects what the last response to its URL
+// had, or else the mean of its origin's recent responses; the decision
+// trace says which.
+func TestTransportPredictsSizes(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sizes := map[string]int{"/a": 1000, "/b": 3000, "/c": 10}
+		io.WriteString(w, strings.Repeat("x", sizes[r.URL.Path]))
+	}))
+	defer srv.Close()
+	tr := &Transport{Manager: loManager(t, nil)}
+	defer tr.CloseIdleConnections()
+	type seen struct {
+		size   int64
+		source string
+	}
+	ask := func(path string) seen {
+		var s seen
+		ctx := WithDecisionTrace(context.Background(), func(di DecisionInfo) {
+			s = seen{di.Intents.SizeToBeReceived, di.SizeSource}
+		})
+		get(t, tr, ctx, srv.URL+path)
+		return s
+	}
+	assert.Equal(t, seen{0, ""}, ask("/a"), "nothing known yet")
+	assert.Equal(t, seen{1000, SizeFromOrigin}, ask("/b"), "a new URL: the origin's mean")
+	assert.Equal(t, seen{1000, SizeFromURL}, ask("/a"), "a URL seen before: its last size")
+	assert.Equal(t, seen{(1000 + 3000 + 1000) / 3, SizeFromOrigin}, ask("/c"))
+	var hinted seen
+	ctx := WithDecisionTrace(WithIntents(context.Background(), Intents{SizeToBeReceived: 77}), func(di DecisionInfo) {
+		hinted = seen{di.Intents.SizeToBeReceived, di.SizeSource}
+	})
+	get(t, tr, ctx, srv.URL+"/c")
+	assert.Equal(t, seen{77, SizeFromIntents}, hinted, "the caller's hint wins")
+}
+
+// Once a response's headers are in, its connection is known to owe the
+// Content-Length, whatever was predicted: the decisions made while the
+// body arrives see that backlog.
+func TestPendingFollowsTheContentLength(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			w.Header().Set("Content-Length", "50000")
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			<-release
+			w.Write(make([]byte, 50000))
+			return
+		}
+		io.WriteString(w, "small")
+	}))
+	defer srv.Close()
+	defer close(release)
+	tr := &Transport{Manager: loManager(t, nil)}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequest("GET", srv.URL+"/big", nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var pending []int64
+	ctx := WithDecisionTrace(context.Background(), func(di DecisionInfo) {
+		for _, c := range di.Candidates {
+			pending = append(pending, c.Pending)
+		}
+	})
+	get(t, tr, ctx, srv.URL+"/small")
+	assert.Contains(t, pending, int64(50000), "the busy connection owes the body its headers announced")
+}

@@ -51,7 +51,7 @@ func (t *Transport) twoStep(req *http.Request) (*http.Response, error) {
 	default: // unsatisfiable (an empty object, say), or not what was asked
 		return t.plainAfter(req, resp1)
 	}
-	t.sizes.put(req.URL.String(), got.total)
+	t.rememberSize(req.URL, got.total)
 	// Read the first part now (it is small: at most the n bytes asked for):
 	// its connection is then free for the second request, instead of held
 	// by a body nobody reads until that request is answered, which could

@@ -26,21 +26,30 @@ import (
 	"github.com/sockintents/intents/policy"
 )
 
-// The contenders, by key: the two single-path baselines first.
+// The contenders, by key: the two single-path baselines first. Every
+// intents contender is what a program gets that swaps in the Transport
+// with a Manager over both paths (and the browsers' connection limits,
+// which every contender has): a fresh Manager and Transport for each load,
+// no size hints, unless its name says otherwise.
 var (
 	contenderNames = map[string]string{
-		"path1":      "path 1 (net/http)",
-		"path2":      "path 2 (net/http)",
-		"rr":         "round robin (intents)",
-		"eaf":        "EAF (intents)",
-		"eaf-priors": "EAF, priors (intents)",
-		"mptcp":      "MPTCP, 1st subflow p1 (net/http)",
-		"eaf-mptcp":  "EAF+MPTCP (intents)",
+		"path1": "path 1 (net/http)",
+		"path2": "path 2 (net/http)",
+		"rr":    "round robin (intents)",
+		// The headline: a first visit, nothing known, nothing hinted.
+		"eaf": "EAF (intents)",
+		// Variants that need the caller's help, or an earlier visit.
+		"eaf-hints":   "EAF, size hints (intents)",
+		"eaf-warm":    "EAF, warm Manager (intents)",
+		"eaf-twostep": "EAF, two-step 8 KiB (intents)",
+		"eaf-priors":  "EAF, priors (intents)",
+		"mptcp":       "MPTCP, 1st subflow p1 (net/http)",
+		"eaf-mptcp":   "EAF+MPTCP (intents)",
 		// The intents pool on path 1 only: the pool against net/http on
 		// the same path, without any path choice.
 		"path1-intents": "path 1 (intents)",
 	}
-	defaultContenders = []string{"path1", "path2", "rr", "eaf", "eaf-mptcp", "mptcp"}
+	defaultContenders = []string{"path1", "path2", "rr", "eaf", "eaf-hints", "eaf-mptcp", "mptcp"}
 	baselines         = []string{"path1", "path2"}
 )
 
@@ -58,9 +67,13 @@ type contender struct {
 	key string
 	rt  http.RoundTripper
 	m   *intents.Manager // of an intents contender
-	// intents: an intents.Transport, whose Manager learns the paths; it
-	// gets one unmeasured load first.
-	intents bool
+	// fresh builds the contender anew for each load (an intents one: a new
+	// Manager and Transport, which know nothing of the paths or sizes).
+	fresh bool
+	hints bool // each object's size is attached as an intent
+	// warm: an intents contender that keeps its Manager and Transport
+	// across loads, after one unmeasured load.
+	warm bool
 }
 
 // closeIdle ends the contender's idle connections, so every load starts
@@ -101,12 +114,7 @@ func newContender(key string, cfg config) contender {
 		base := http.DefaultTransport.(*http.Transport).Clone()
 		base.MaxIdleConnsPerHost = pageload.MaxConnsPerHost
 		tr := &intents.Transport{Manager: m, MaxConnsPerHost: pageload.MaxConnsPerHost, MaxConns: pageload.MaxConns, Base: base}
-		if !cfg.SizeIntents {
-			// No size hints from the page: the Transport learns each
-			// object's size from its first 8 KiB (the two-step download).
-			tr.TwoStep = 8 << 10
-		}
-		return contender{key: key, rt: tr, m: m, intents: true}
+		return contender{key: key, rt: tr, m: m, fresh: true}
 	}
 	switch key {
 	case "path1":
@@ -117,6 +125,18 @@ func newContender(key string, cfg config) contender {
 		return withPolicy(&policy.RoundRobin{}, false)
 	case "eaf":
 		return withPolicy(&policy.EAF{}, false)
+	case "eaf-hints":
+		c := withPolicy(&policy.EAF{}, false)
+		c.hints = true
+		return c
+	case "eaf-warm":
+		c := withPolicy(&policy.EAF{}, false)
+		c.fresh, c.warm = false, true
+		return c
+	case "eaf-twostep":
+		c := withPolicy(&policy.EAF{}, false)
+		c.rt.(*intents.Transport).TwoStep = 8 << 10
+		return c
 	case "eaf-priors":
 		return withPolicy(&policy.EAF{}, true)
 	case "eaf-mptcp":
@@ -150,6 +170,20 @@ func client() {
 	for _, k := range cfg.Contenders {
 		contenders = append(contenders, newContender(k, cfg))
 	}
+	// renew gives a fresh contender its new Manager and Transport.
+	renew := func(i int) {
+		c := contenders[i]
+		if !c.fresh {
+			return
+		}
+		if tr, ok := c.rt.(*intents.Transport); ok {
+			tr.Close()
+		}
+		if c.m != nil {
+			c.m.Close()
+		}
+		contenders[i] = newContender(c.key, cfg)
+	}
 	enc := json.NewEncoder(os.Stdout)
 	done := cfg.Done
 	defer progress(0, 0, "") // clears the line
@@ -160,7 +194,7 @@ func client() {
 			if err != nil {
 				log.Fatal(err)
 			}
-			l := &pageload.Loader{Transport: c.rt, SizeIntents: c.intents && cfg.SizeIntents, PathOf: localDev,
+			l := &pageload.Loader{Transport: c.rt, SizeIntents: c.hints, PathOf: localDev,
 				URL: func(host int, size int64, i int) string {
 					return fmt.Sprintf("http://10.71.100.%d/obj/%d?o=%d", host+1, size, i)
 				}}
@@ -192,12 +226,14 @@ func client() {
 			return res, tcp
 		}
 		for _, c := range contenders {
-			if c.intents {
+			if c.warm {
 				load(c) // the Manager's first look at the paths: not measured
 			}
 		}
 		for rep := range cfg.Reps {
-			for _, c := range contenders {
+			for i := range contenders {
+				renew(i)
+				c := contenders[i]
 				progress(done, cfg.Total, fmt.Sprintf("%s  %s  %s", cfg.Scenario, w.Name, contenderNames[c.key]))
 				res, tcp := load(c)
 				done++

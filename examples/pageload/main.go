@@ -168,12 +168,11 @@ func parseScenarios(spec string) ([]scenario, error) {
 
 // config travels from the parent to the client process.
 type config struct {
-	Scenario    string
-	Workloads   []pageload.Workload
-	Contenders  []string
-	Reps        int
-	SizeIntents bool
-	Trace       string // the contender whose decisions are logged
+	Scenario   string
+	Workloads  []pageload.Workload
+	Contenders []string
+	Reps       int
+	Trace      string // the contender whose decisions are logged
 	// ServerNetns names the server namespace, whose TCP counters tell
 	// each load's retransmissions.
 	ServerNetns string
@@ -207,7 +206,6 @@ func main() {
 	hosts := flag.Int("hosts", 1, "servers the handcrafted pages' objects are spread over")
 	reps := flag.Int("reps", 5, "measured loads per contender and cell (medians are reported)")
 	contenders := flag.String("contenders", strings.Join(defaultContenders, ","), "comma-separated, of: "+strings.Join(contenderKeys(), ", "))
-	sizeIntents := flag.Bool("size-intents", true, "attach each object's size as an intent (false: the Transport learns sizes, its two-step download)")
 	sample := flag.Int("sample", 0, "run only this many scenarios, picked at random (with -seed)")
 	seed := flag.Uint64("seed", 1, "seed for -sample")
 	out := flag.String("out", "pageload-results", "folder for the CSV files and plots")
@@ -252,7 +250,7 @@ func main() {
 	if os.Geteuid() != 0 {
 		log.Fatal("pageload builds network namespaces: run it as root (sudo)")
 	}
-	run := run{workloads: workloads, contenders: keys, reps: *reps, sizeIntents: *sizeIntents, trace: *trace}
+	run := run{workloads: workloads, contenders: keys, reps: *reps, trace: *trace}
 	records, err := run.all(scens)
 	if err != nil {
 		log.Fatal(err)
@@ -266,11 +264,10 @@ func main() {
 }
 
 type run struct {
-	workloads   []pageload.Workload
-	contenders  []string
-	reps        int
-	sizeIntents bool
-	trace       string
+	workloads  []pageload.Workload
+	contenders []string
+	reps       int
+	trace      string
 }
 
 // all runs every scenario on a testbed of its own.
@@ -302,7 +299,7 @@ func (r run) scenario(sc scenario, done, total int) ([]record, error) {
 		return nil, err
 	}
 	cfg := config{Scenario: sc.Name, Workloads: r.workloads, Contenders: r.contenders, Reps: r.reps,
-		SizeIntents: r.sizeIntents, Trace: r.trace, ServerNetns: tb.Server.Name, Done: done, Total: total}
+		Trace: r.trace, ServerNetns: tb.Server.Name, Done: done, Total: total}
 	for _, p := range sc.Paths {
 		cfg.RTT = append(cfg.RTT, p.RTT())
 		cfg.Rate = append(cfg.Rate, p.Down.Rate)

@@ -65,7 +65,7 @@ func TestSmoke(t *testing.T) {
 	require.NoError(t, err)
 	workloads := []pageload.Workload{pageload.Uniform(4, 10_000, 2), har}
 	keys := contenderKeys()
-	r := run{workloads: workloads, contenders: keys, reps: 1, sizeIntents: true}
+	r := run{workloads: workloads, contenders: keys, reps: 1}
 	records, err := r.all(scens)
 	require.NoError(t, err)
 	res := newResults(scens, r.workloads, keys, records)
@@ -129,10 +129,20 @@ func TestSmoke(t *testing.T) {
 		assert.True(t, strings.HasPrefix(string(b), "\x89PNG"), name)
 	}
 
-	// Without size intents the intents contenders learn sizes (two-step).
-	r = run{workloads: workloads[:1], contenders: []string{"eaf"}, reps: 1, sizeIntents: false}
-	records, err = r.all(scens[:1])
-	require.NoError(t, err)
-	require.Len(t, records, 1)
-	assert.Equal(t, workloads[0].Bytes(), records[0].Bytes, "the whole page, learned sizes and all")
+}
+
+func TestPercentile(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var d []time.Duration
+		for _, x := range v {
+			d = append(d, time.Duration(x)*time.Millisecond)
+		}
+		return d
+	}
+	five := ms(10, 20, 30, 40, 50)
+	assert.Equal(t, 50*time.Millisecond, percentile(five, 90), "of five loads, the 90th percentile is the worst")
+	assert.Equal(t, 30*time.Millisecond, percentile(five, 50))
+	ten := ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 100)
+	assert.Equal(t, 9*time.Millisecond, percentile(ten, 90), "of ten, the ninth")
+	assert.Equal(t, 7*time.Millisecond, percentile(ms(7), 90))
 }

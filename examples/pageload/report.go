@@ -28,9 +28,9 @@ type cellKey struct{ scenario, workload string }
 
 // stats summarise one contender's loads in one cell.
 type stats struct {
-	median, min, max time.Duration
-	loads            int
-	paths            map[string]int // objects per path, over all loads
+	median, min, p90, max time.Duration
+	loads                 int
+	paths                 map[string]int // objects per path, over all loads
 	// loads in which the server had a retransmission timeout
 	timedOut int
 }
@@ -85,7 +85,7 @@ func newResults(scens []scenario, workloads []pageload.Workload, contenders []st
 		for c, d := range m {
 			slices.Sort(d)
 			s := r.by[k][c]
-			s.median, s.min, s.max, s.loads = median(d), d[0], d[len(d)-1], len(d)
+			s.median, s.min, s.p90, s.max, s.loads = median(d), d[0], percentile(d, 90), d[len(d)-1], len(d)
 			r.by[k][c] = s
 		}
 	}
@@ -98,6 +98,13 @@ func median(d []time.Duration) time.Duration {
 		return d[len(d)/2]
 	}
 	return (d[len(d)/2-1] + d[len(d)/2]) / 2
+}
+
+// percentile of sorted durations, by the nearest rank: the worst loads,
+// not only the typical one.
+func percentile(d []time.Duration, p int) time.Duration {
+	rank := (p*len(d) + 99) / 100 // ⌈p/100 · n⌉
+	return d[max(rank, 1)-1]
 }
 
 // best is the better single interface's median in a cell (0 if neither
@@ -128,7 +135,7 @@ func (r *results) printTables(w io.Writer) {
 		fmt.Fprintf(w, "\n%s, %s (%d B), queues of %g BDP: lower bound %.2f s (Σ bytes / Σ rates + handshake and dependency round trips)\n",
 			k.scenario, k.workload, r.bytes[k.workload], r.queue[k.scenario], r.bound[k].Seconds())
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "contender\tmedian PLT\tmin\tmax\tvs better single\tPLT / bound\tloads with a timeout\tobjects per path\t")
+		fmt.Fprintln(tw, "contender\tmedian PLT\tmin\tp90\tmax\tvs better single\tPLT / bound\tloads with a timeout\tobjects per path\t")
 		for _, c := range r.contenders {
 			s, ok := r.by[k][c]
 			if !ok {
@@ -138,8 +145,8 @@ func (r *results) printTables(w io.Writer) {
 			if best > 0 {
 				vs = fmt.Sprintf("%+.0f %%", (s.median.Seconds()/best.Seconds()-1)*100)
 			}
-			fmt.Fprintf(tw, "%s\t%.2f s\t%.2f s\t%.2f s\t%s\t%.2f\t%d of %d\t%s\t\n", contenderNames[c], s.median.Seconds(), s.min.Seconds(),
-				s.max.Seconds(), vs, s.median.Seconds()/r.bound[k].Seconds(), s.timedOut, s.loads, pathList(s.paths))
+			fmt.Fprintf(tw, "%s\t%.2f s\t%.2f s\t%.2f s\t%.2f s\t%s\t%.2f\t%d of %d\t%s\t\n", contenderNames[c], s.median.Seconds(), s.min.Seconds(),
+				s.p90.Seconds(), s.max.Seconds(), vs, s.median.Seconds()/r.bound[k].Seconds(), s.timedOut, s.loads, pathList(s.paths))
 		}
 		tw.Flush()
 	}
@@ -195,7 +202,7 @@ func (r *results) write(dir string) error {
 			strconv.FormatInt(rec.Bytes, 10), secs(r.bound[k]), pathList(rec.Paths),
 			strconv.FormatInt(rec.Retransmits, 10), strconv.FormatInt(rec.Timeouts, 10), bdps(r.queue[rec.Scenario])})
 	}
-	summary := [][]string{{"scenario", "workload", "contender", "loads", "median_s", "min_s", "max_s", "speedup_vs_better_single", "plt_over_bound", "loads_with_timeout", "queue_bdp"}}
+	summary := [][]string{{"scenario", "workload", "contender", "loads", "median_s", "min_s", "p90_s", "max_s", "speedup_vs_better_single", "plt_over_bound", "loads_with_timeout", "queue_bdp"}}
 	for _, k := range r.cells {
 		for _, c := range r.contenders {
 			s, ok := r.by[k][c]
@@ -206,7 +213,7 @@ func (r *results) write(dir string) error {
 			if best := r.best(k); best > 0 {
 				speedup = strconv.FormatFloat(best.Seconds()/s.median.Seconds(), 'f', 4, 64)
 			}
-			summary = append(summary, []string{k.scenario, k.workload, c, strconv.Itoa(s.loads), secs(s.median), secs(s.min), secs(s.max),
+			summary = append(summary, []string{k.scenario, k.workload, c, strconv.Itoa(s.loads), secs(s.median), secs(s.min), secs(s.p90), secs(s.max),
 				speedup, strconv.FormatFloat(s.median.Seconds()/r.bound[k].Seconds(), 'f', 4, 64), strconv.Itoa(s.timedOut), bdps(r.queue[k.scenario])})
 		}
 	}
