@@ -667,6 +667,21 @@ func (pd pathDial) one(ctx context.Context, remote netip.AddrPort) (net.Conn, er
 	return &Conn{Conn: c, path: p, binding: binding}, nil
 }
 
+// probeRTT connects to dest through p and closes the connection at once:
+// the handshake is recorded as a probe of p's RTT (pathDial.one). The
+// connection is never used.
+func (d *Dialer) probeRTT(ctx context.Context, m *Manager, p *Path, dest Destination) {
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, probeKey{}, true), probeRTTTimeout)
+	defer cancel()
+	if c, err := d.dialChoice(ctx, m, "tcp", dest.Host, dest.Port, Choice{Path: p}, MultipathOff); err == nil {
+		c.Close()
+	}
+}
+
+// probeRTTTimeout bounds a probe: a handshake that takes longer tells
+// nothing a retransmission did not already spoil (see initialRTO).
+const probeRTTTimeout = 3 * time.Second
+
 // initialRTO is TCP's initial retransmission timeout (RFC 6298, Linux's
 // TCP_TIMEOUT_INIT): a handshake this slow resent its SYN or SYN-ACK.
 const initialRTO = time.Second

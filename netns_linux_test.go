@@ -168,6 +168,22 @@ func TestNetnsTwoPaths(t *testing.T) {
 		}
 		assert.Contains(t, got, "host1.test from 10.71.2.1", "the next request went over path 2")
 	})
+	t.Run("Transport: the other path's RTT measured by a bare handshake", func(t *testing.T) {
+		n := len(tp.web.Conns())
+		tp.run(t, "measure")
+		var fromP2 []int
+		for _, c := range tp.web.Conns()[n:] {
+			if c.Remote.Addr().String() == "10.71.2.1" {
+				fromP2 = append(fromP2, c.Requests)
+			}
+		}
+		assert.Equal(t, []int{0}, fromP2, "one connection from path 2, with no request on it")
+		n = len(tp.web.Conns())
+		tp.run(t, "measure-prohibited")
+		for _, c := range tp.web.Conns()[n:] {
+			assert.NotEqual(t, "10.71.2.1", c.Remote.Addr().String(), "nothing from the prohibited path")
+		}
+	})
 	t.Run("LookupEndpoints", func(t *testing.T) {
 		n := tp.echo.accepted()
 		tp.run(t, "endpoints")
@@ -369,6 +385,35 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 		require.NoError(t, err)
 		defer conn.Close()
 		readEcho(t, conn)
+
+	case "measure", "measure-prohibited":
+		m, err := intents.NewManager(intents.Config{
+			Paths:   []intents.PathConfig{{Interface: "p1", DNS: []string{"10.71.1.2"}}, {Interface: "p2", DNS: []string{"10.71.2.2"}}},
+			Policy:  &policy.EAF{},
+			NoWatch: true,
+		})
+		require.NoError(t, err)
+		defer m.Close()
+		require.False(t, m.Path("p2").Estimate().Measured, "nothing known of path 2 yet")
+		tr := &intents.Transport{Manager: m}
+		var in intents.Intents
+		if scenario == "measure-prohibited" {
+			in.Interfaces = map[string]intents.Level{"p2": intents.LevelProhibit}
+		}
+		req, _ := http.NewRequestWithContext(intents.WithIntents(ctx, in), "GET", "http://host1.test/obj?size=100", nil)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.NoError(t, tr.Close()) // waits for the measurement
+		e := m.Path("p2").Estimate()
+		if scenario == "measure-prohibited" {
+			assert.False(t, e.Measured, "a prohibited path is not measured")
+			return
+		}
+		assert.True(t, e.Measured, "the other path's RTT was measured while the first connection was dialed")
+		assert.Positive(t, e.ProbeRTT)
+		assert.Zero(t, tr.Stats()["p2"].Requests, "no request went over path 2")
 
 	default:
 		t.Fatalf("unknown scenario %q", scenario)

@@ -74,6 +74,9 @@ func (p *Pool) init() {
 			l.idleTimeout = DefaultIdleTimeout
 		}
 		p.core = newCore(p.Manager, l)
+		p.core.measure = func(ctx context.Context, path *Path, dest Destination) {
+			p.dialer().probeRTT(ctx, p.core.m, path, dest)
+		}
 	})
 }
 
@@ -89,10 +92,7 @@ func (p *Pool) Get(ctx context.Context, network, address string) (*PooledConn, b
 	}
 	in, _ := FromContext(ctx)
 	dest := Destination{Network: network, Host: host, Port: port}
-	d := p.Dialer
-	if d == nil {
-		d = &Dialer{}
-	}
+	d := p.dialer()
 	key := network + " " + net.JoinHostPort(host, strconv.Itoa(int(port)))
 	g, err := p.core.acquire(ctx, connRequest{key: key, dest: dest, in: &in}, func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
 		nc, err := d.dialChoice(ctx, p.core.m, network, host, port, ch, in.Multipath)
@@ -109,6 +109,13 @@ func (p *Pool) Get(ctx context.Context, network, address string) (*PooledConn, b
 		return nil, false, err
 	}
 	return &PooledConn{Conn: g.e.raw, core: p.core, e: g.e}, g.reused, nil
+}
+
+func (p *Pool) dialer() *Dialer {
+	if p.Dialer == nil {
+		return &Dialer{}
+	}
+	return p.Dialer
 }
 
 // Stats returns per-path counts; the key "" is connections the OS routed.

@@ -87,7 +87,7 @@ func (c *core) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant, step
 	if c.closed {
 		return grant{err: ErrPoolClosed}, stepGranted
 	}
-	w.wants, w.wantsPath, w.decided = nil, nil, true
+	w.wants, w.wantsPath, w.decided, w.permitted = nil, nil, true, d.permitted
 	if err != nil {
 		return grant{err: err}, stepGranted
 	}
@@ -213,7 +213,7 @@ func (c *core) applyNew(w *waiter, ch Choice, first bool, now time.Time) (grant,
 		return grant{}, stepNext // at a limit: a later choice may still reuse something
 	}
 	size := max(w.in.SizeToBeReceived, 0)
-	return grant{slot: c.takeDialSlot(w.key, ch, size), size: size}, stepGranted
+	return grant{slot: c.takeDialSlot(w, ch, size), size: size}, stepGranted
 }
 
 // replaceIdleFor is the case of a policy that prefers a new connection on

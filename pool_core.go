@@ -146,6 +146,13 @@ type core struct {
 	unsub     func()
 	unsubOnce sync.Once
 	sampler   sampler
+	// measure, if set, connects to a destination through a path and closes
+	// the connection at once: the handshake is a sample of the path's
+	// RTT (see measureOthers). Its runs end by close.
+	measure       func(ctx context.Context, p *Path, dest Destination)
+	measuring     sync.WaitGroup
+	stopMeasuring context.CancelFunc
+	measureCtx    context.Context
 
 	testHookQueued func() // called under mu when a request joins the queue
 }
@@ -162,6 +169,7 @@ type limits struct {
 func newCore(m *Manager, l limits) *core {
 	c := &core{m: m, limits: l,
 		entries: map[string][]*entry{}, dialing: map[dialKey]int{}, stats: map[string]*PathStats{}}
+	c.measureCtx, c.stopMeasuring = context.WithCancel(context.Background())
 	if m != nil {
 		c.unsub = m.subscribe(c.drainGonePaths)
 	}
@@ -204,10 +212,12 @@ func (g grant) dials() bool { return g.e == nil && g.err == nil }
 // decisions made while the dial is under way see it. endDial is the one
 // place its counts are given back.
 type dialSlot struct {
-	key    string
-	path   *Path
-	choice Choice
-	size   int64
+	key       string
+	dest      Destination
+	path      *Path
+	choice    Choice
+	size      int64
+	permitted []*Path // the paths the request may use
 }
 
 // dialKey names the dials in progress to one destination over one path.
@@ -216,13 +226,13 @@ type dialKey struct {
 	path *Path
 }
 
-// takeDialSlot counts a new dial for key on ch.Path, under c.mu.
-func (c *core) takeDialSlot(key string, ch Choice, size int64) dialSlot {
-	c.dialing[dialKey{key, ch.Path}]++
+// takeDialSlot counts a new dial for w on ch.Path, under c.mu.
+func (c *core) takeDialSlot(w *waiter, ch Choice, size int64) dialSlot {
+	c.dialing[dialKey{w.key, ch.Path}]++
 	c.total++
 	ch.Path.addActive(1)
 	ch.Path.addPending(size)
-	return dialSlot{key: key, path: ch.Path, choice: ch, size: size}
+	return dialSlot{key: w.key, dest: w.dest, path: ch.Path, choice: ch, size: size, permitted: w.permitted}
 }
 
 // endDial gives back the counts of s, under c.mu: all of them if the dial
@@ -316,6 +326,7 @@ func (c *core) acquire(ctx context.Context, r connRequest,
 // for the request that asked.
 func (c *core) open(ctx context.Context, s dialSlot,
 	dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) (*entry, error) {
+	c.measureOthers(s)
 	pc, raw, err := dial(ctx, s.choice)
 	if err == nil && !pc.reserve() {
 		pc.close()
@@ -531,6 +542,30 @@ func (c *core) close() {
 	c.mu.Unlock()
 	c.sampler.stop()
 	c.unsubscribe()
+	if c.stopMeasuring != nil {
+		c.stopMeasuring()
+	}
+	c.measuring.Wait()
+}
+
+// measureOthers measures, while s's connection is dialed, the RTT of the
+// request's other permitted paths that have none yet: a policy that knows
+// no RTT for a path either avoids it (and never learns) or tries it with a
+// request (which waits for it if the path is slow). A bare handshake, one
+// per path at a time, tells it at the cost of a SYN.
+func (c *core) measureOthers(s dialSlot) {
+	if c.measure == nil || s.path == nil || s.dest.Network != "tcp" {
+		return
+	}
+	for _, p := range s.permitted {
+		if p == s.path || !p.Up || p.est == nil || p.Estimate().Measured || !p.est.StartProbe() {
+			continue
+		}
+		c.measuring.Go(func() {
+			defer p.est.EndProbe()
+			c.measure(c.measureCtx, p, s.dest)
+		})
+	}
 }
 
 // unsubscribe ends the subscription to the Manager's path changes, once.

@@ -33,7 +33,8 @@ type waiter struct {
 	// when the destination had none there and no room: it is served before
 	// the queue when a connection goes idle (see servePass).
 	wantsPath *Path
-	decided   bool // the policy was asked at least once
+	decided   bool    // the policy was asked at least once
+	permitted []*Path // by its last decision
 }
 
 // stopTimer stops w's timer, if armed. Under core.mu.

@@ -299,6 +299,9 @@ func (t *Transport) init() {
 		l.idlePerHost = http.DefaultMaxIdleConnsPerHost
 	}
 	t.core = newCore(t.Manager, l)
+	if t.dial == nil { // a Base's own dialer is the user's to run
+		t.core.measure = t.measurePath
+	}
 	if t.Manager != nil {
 		// A Transport dropped without Close still ends its subscription
 		// to the Manager once it is collected.
@@ -382,6 +385,23 @@ func (t *Transport) dialTLSInner(ctx context.Context, network, address string) (
 		h.tls = tc
 	}
 	return tc, nil
+}
+
+// measurePath connects to dest through p and closes the connection, for
+// the pool (core.measureOthers): the handshake is a probe of p's RTT. Not
+// where a proxy would carry the requests: the proxy's path is what counts.
+func (t *Transport) measurePath(ctx context.Context, p *Path, dest Destination) {
+	if t.proxy != nil {
+		scheme := "http"
+		if dest.TLS {
+			scheme = "https"
+		}
+		u := &url.URL{Scheme: scheme, Host: net.JoinHostPort(dest.Host, strconv.Itoa(int(dest.Port)))}
+		if proxy, err := t.proxy(&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}}); err != nil || proxy != nil {
+			return
+		}
+	}
+	t.dialer.probeRTT(ctx, t.core.m, p, dest)
 }
 
 // clientConn is an *http.ClientConn in the pool; tls is its TLS

@@ -96,13 +96,17 @@ func (m *Model) path(p *intents.Path) pathModel {
 	return m.pathWith(p.Estimate(), 0, 0)
 }
 
-// models returns the models of paths. A path with no RTT or capacity
-// estimate borrows the best of the others (the lowest RTT, the highest
-// capacity), so that it is tried, and so measured, rather than avoided for
-// ever; with nothing known anywhere the Unknown defaults stand. So does a
-// path whose capacity is only a floor (Estimate.BandwidthFloor): small
-// objects on a long RTT end in slow start and never show a path's
-// capacity, and a policy that believed the floor would starve the path.
+// models returns the models of paths. A path with no capacity estimate
+// borrows the highest of the others, so that it is tried, and so measured,
+// rather than avoided for ever; so does a path whose capacity is only a
+// floor (Estimate.BandwidthFloor): small objects on a long RTT end in slow
+// start and never show a path's capacity, and a policy that believed the
+// floor would starve the path. A path with no RTT estimate counts the
+// higher of UnknownRTT and the lowest measured: an RTT is learned without
+// risking a request (a handshake: the Transport and Pool measure a
+// request's other paths while its connection is dialed), and a request
+// sent to a path on a borrowed RTT waits its real one, seconds where the
+// path is bad. With nothing known anywhere the Unknown defaults stand.
 func (m *Model) models(paths []*intents.Path, dst []pathModel) []pathModel {
 	var bestRTT time.Duration
 	var bestBW int64
@@ -116,11 +120,12 @@ func (m *Model) models(paths []*intents.Path, dst []pathModel) []pathModel {
 		}
 		bestBW = max(bestBW, e.Bandwidth)
 	}
+	unknownRTT := max(bestRTT, m.params().unknownRTT)
 	for _, e := range ests {
 		if e.BandwidthFloor && e.Bandwidth > 0 {
 			e.Bandwidth = bestBW
 		}
-		dst = append(dst, m.pathWith(e, bestRTT, bestBW))
+		dst = append(dst, m.pathWith(e, unknownRTT, bestBW))
 	}
 	return dst
 }

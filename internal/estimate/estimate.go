@@ -67,7 +67,15 @@ type Path struct {
 	probes    [probeHistory]time.Duration
 	nProbes   int
 	delivered atomic.Int64
+	probing   atomic.Bool // a probe of the path is under way
 }
+
+// StartProbe claims the path's one probe slot: false if a probe is under
+// way. EndProbe gives it back.
+func (p *Path) StartProbe() bool { return p.probing.CompareAndSwap(false, true) }
+
+// EndProbe ends the probe StartProbe claimed.
+func (p *Path) EndProbe() { p.probing.Store(false) }
 
 // New returns a Path with priors: rtt and rate (bits/s) stand until
 // measurements replace them (zero: unknown).
