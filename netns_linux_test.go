@@ -169,15 +169,34 @@ func TestNetnsTwoPaths(t *testing.T) {
 		assert.Contains(t, got, "host1.test from 10.71.2.1", "the next request went over path 2")
 	})
 	t.Run("Transport: the other path's RTT measured by a bare handshake", func(t *testing.T) {
+		// measure.test answers once the server has seen a connection from
+		// path 2: the child's request ends after the measurement did.
+		fromP2 := make(chan struct{})
+		var once sync.Once
+		tp.web.OnConn(func(c testbed.ConnLog) {
+			if c.Remote.Addr().String() == "10.71.2.1" {
+				once.Do(func() { close(fromP2) })
+			}
+		})
+		tp.web.Handle("measure.test", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-fromP2:
+				io.WriteString(w, "measured")
+			case <-r.Context().Done():
+			}
+		}))
+		for _, d := range tp.dns {
+			d.Set("measure.test", tp.tb.Hosts[0])
+		}
 		n := len(tp.web.Conns())
 		tp.run(t, "measure")
-		var fromP2 []int
+		var onP2 []int
 		for _, c := range tp.web.Conns()[n:] {
 			if c.Remote.Addr().String() == "10.71.2.1" {
-				fromP2 = append(fromP2, c.Requests)
+				onP2 = append(onP2, c.Requests)
 			}
 		}
-		assert.Equal(t, []int{0}, fromP2, "one connection from path 2, with no request on it")
+		assert.Equal(t, []int{0}, onP2, "one connection from path 2, with no request on it")
 		n = len(tp.web.Conns())
 		tp.run(t, "measure-prohibited")
 		for _, c := range tp.web.Conns()[n:] {
@@ -400,7 +419,11 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 		if scenario == "measure-prohibited" {
 			in.Interfaces = map[string]intents.Level{"p2": intents.LevelProhibit}
 		}
-		req, _ := http.NewRequestWithContext(intents.WithIntents(ctx, in), "GET", "http://host1.test/obj?size=100", nil)
+		url := "http://measure.test/"
+		if scenario == "measure-prohibited" {
+			url = "http://host1.test/obj?size=100"
+		}
+		req, _ := http.NewRequestWithContext(intents.WithIntents(ctx, in), "GET", url, nil)
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
 		io.Copy(io.Discard, resp.Body)

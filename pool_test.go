@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sockintents/intents/internal/estimate"
 )
 
 // lineServer answers each line with "N:line" where N counts connections,
@@ -708,4 +710,37 @@ func TestAChoiceTakenMeanwhileIsDecidedAgain(t *testing.T) {
 	assert.True(t, g.dials(), "a new connection, as the second decision had it")
 	assert.Equal(t, a, g.slot.path)
 	c.undo(g)
+}
+
+// measureOthers measures the request's other permitted paths that have no
+// RTT yet, one measurement per path at a time, and none of the path dialed,
+// of a path measured already, or of a path the request may not use (not in
+// permitted).
+func TestMeasureOthers(t *testing.T) {
+	path := func(name string, rtt time.Duration) *Path {
+		p := &Path{Name: name, Up: true, est: estimate.New(0, 0)}
+		if rtt > 0 {
+			p.est.AddRTT(rtt)
+		}
+		return p
+	}
+	dialed, unknown, known, down := path("dialed", 0), path("unknown", 0), path("known", 20*time.Millisecond), path("down", 0)
+	down.Up = false
+	c := newCore(nil, limits{})
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var measured []string
+	c.measure = func(ctx context.Context, p *Path, dest Destination) {
+		mu.Lock()
+		measured = append(measured, p.Name)
+		mu.Unlock()
+		<-release
+	}
+	slot := dialSlot{path: dialed, dest: testDest, permitted: []*Path{dialed, unknown, known, down}}
+	c.measureOthers(slot)
+	c.measureOthers(slot) // while the first is under way: nothing more
+	close(release)
+	c.measuring.Wait()
+	assert.Equal(t, []string{"unknown"}, measured, "a prohibited path is not in permitted, so never measured")
+	c.close()
 }

@@ -300,7 +300,12 @@ func (t *Transport) init() {
 	}
 	t.core = newCore(t.Manager, l)
 	if t.dial == nil { // a Base's own dialer is the user's to run
-		t.core.measure = t.measurePath
+		// Not a method value: the core must not keep t reachable (see
+		// the cleanup below).
+		dialer, proxy, m := t.dialer, t.proxy, t.Manager
+		t.core.measure = func(ctx context.Context, p *Path, dest Destination) {
+			measurePath(ctx, dialer, proxy, m, p, dest)
+		}
 	}
 	if t.Manager != nil {
 		// A Transport dropped without Close still ends its subscription
@@ -390,18 +395,18 @@ func (t *Transport) dialTLSInner(ctx context.Context, network, address string) (
 // measurePath connects to dest through p and closes the connection, for
 // the pool (core.measureOthers): the handshake is a probe of p's RTT. Not
 // where a proxy would carry the requests: the proxy's path is what counts.
-func (t *Transport) measurePath(ctx context.Context, p *Path, dest Destination) {
-	if t.proxy != nil {
+func measurePath(ctx context.Context, d *Dialer, proxyOf func(*http.Request) (*url.URL, error), m *Manager, p *Path, dest Destination) {
+	if proxyOf != nil {
 		scheme := "http"
 		if dest.TLS {
 			scheme = "https"
 		}
 		u := &url.URL{Scheme: scheme, Host: net.JoinHostPort(dest.Host, strconv.Itoa(int(dest.Port)))}
-		if proxy, err := t.proxy(&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}}); err != nil || proxy != nil {
+		if proxy, err := proxyOf(&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}}); err != nil || proxy != nil {
 			return
 		}
 	}
-	t.dialer.probeRTT(ctx, t.core.m, p, dest)
+	d.probeRTT(ctx, m, p, dest)
 }
 
 // clientConn is an *http.ClientConn in the pool; tls is its TLS

@@ -29,6 +29,15 @@ type WebServer struct {
 	hosts    map[string]http.Handler
 	conns    []*ConnLog
 	requests []RequestLog
+	onConn   []func(ConnLog)
+}
+
+// OnConn calls f (outside the server's lock) with every connection
+// accepted from now on, as it is accepted.
+func (w *WebServer) OnConn(f func(ConnLog)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.onConn = append(w.onConn, f)
 }
 
 // ConnLog is what the server saw of one connection.
@@ -191,7 +200,11 @@ func (tb *Testbed) StartWeb(opts WebOptions) (*WebServer, error) {
 				cl := &ConnLog{Remote: remote, Local: local, TLS: isTLS}
 				w.mu.Lock()
 				w.conns = append(w.conns, cl)
+				hooks := w.onConn
 				w.mu.Unlock()
+				for _, f := range hooks {
+					f(*cl)
+				}
 				return context.WithValue(ctx, connKey{}, cl)
 			},
 		}
