@@ -74,7 +74,15 @@ func (c *core) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant, step
 		cands[i].Waiting, cands[i].WaitingBytes = c.queue.waitingFor(e, w)
 	}
 	sc.cands = cands
-	queued := c.queue.bytesFor(w)
+	var originMean int64
+	if w.sizeOrigin != "" && c.originSize != nil {
+		if mean, ok := c.originSize(w.sizeOrigin); ok {
+			// What the responses since the request came teach.
+			originMean = mean
+			w.in.SizeToBeReceived, w.sizeSource = mean, SizeFromOrigin
+		}
+	}
+	queued := c.queue.bytesFor(w, originMean)
 
 	c.mu.Unlock()
 	d, err := c.m.decide(w.ctx, query{in: &w.in, sizeSource: w.sizeSource, dest: w.dest, cands: cands, skip: w.skip, queued: queued}, sc.choices)

@@ -149,8 +149,12 @@ type core struct {
 	// measure, if set, connects to a destination through a path and closes
 	// the connection at once: the handshake is a sample of the path's
 	// RTT (see measureOthers). Its runs end by close.
-	measure       func(ctx context.Context, p *Path, dest Destination)
-	measuring     sync.WaitGroup
+	measure   func(ctx context.Context, p *Path, dest Destination)
+	measuring sync.WaitGroup
+	// originSize, if set, is the mean size of an origin's recent
+	// responses (see connRequest.sizeOrigin). It takes a lock of its own:
+	// never one of the pool's.
+	originSize    func(origin string) (int64, bool)
 	stopMeasuring context.CancelFunc
 	measureCtx    context.Context
 
@@ -277,6 +281,10 @@ type connRequest struct {
 	dest       Destination
 	in         *Intents
 	sizeSource string
+	// sizeOrigin, if set, names the origin whose mean response size
+	// (core.originSize) stands for the request's: looked up again at each
+	// decision, as the responses before it teach more.
+	sizeOrigin string
 }
 
 // acquire returns a granted slot on a pooled connection or, after dialing

@@ -15,6 +15,7 @@ type waiter struct {
 	dest       Destination
 	in         Intents
 	sizeSource string
+	sizeOrigin string
 	skip       []*Path
 	ch         chan grant // queued waiters only; buffered 1: a grant is handed over without blocking
 
@@ -138,12 +139,17 @@ func (q *waitQueue) waitingFor(e *entry, w *waiter) (n int, bytes int64) {
 
 // bytesFor is what the other waiters for w's destination expect to
 // receive, by their size hints: load still to come, which the policy may
-// weigh (see Request.Queued).
-func (q *waitQueue) bytesFor(w *waiter) int64 {
+// weigh (see Request.Queued). originMean, if positive, stands for those
+// whose size is their origin's mean (waiter.sizeOrigin).
+func (q *waitQueue) bytesFor(w *waiter, originMean int64) int64 {
 	var n int64
 	for _, o := range q.ws {
 		if o != w && o.key == w.key {
-			n += max(o.in.SizeToBeReceived, 0)
+			if o.sizeOrigin != "" && originMean > 0 {
+				n += originMean
+			} else {
+				n += max(o.in.SizeToBeReceived, 0)
+			}
 		}
 	}
 	return n
@@ -180,7 +186,7 @@ var waiterPool = sync.Pool{New: func() any { return new(waiter) }}
 // is possible or ctx ends.
 func (c *core) wait(ctx context.Context, r connRequest, skip []*Path) (grant, error) {
 	w := waiterPool.Get().(*waiter)
-	*w = waiter{ctx: ctx, key: r.key, dest: r.dest, in: *r.in, sizeSource: r.sizeSource, skip: skip}
+	*w = waiter{ctx: ctx, key: r.key, dest: r.dest, in: *r.in, sizeSource: r.sizeSource, sizeOrigin: r.sizeOrigin, skip: skip}
 	c.mu.Lock()
 	if !c.closed && !c.queue.has(r.key) { // nobody is ahead for this destination
 		if g, ok := c.attempt(w, nil); ok {

@@ -744,3 +744,31 @@ func TestMeasureOthers(t *testing.T) {
 	assert.Equal(t, []string{"unknown"}, measured, "a prohibited path is not in permitted, so never measured")
 	c.close()
 }
+
+// A request whose size is its origin's mean is decided with the mean as it
+// is when the policy is asked, not as it was when the request came: the
+// responses in between teach more. So are the requests queued behind it.
+func TestOriginMeanAtDecisionTime(t *testing.T) {
+	a := fakePath("a", "10.9.0.1")
+	var sizes, queued []int64
+	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+		sizes = append(sizes, req.Intents.SizeToBeReceived)
+		queued = append(queued, req.Queued)
+		d.Choices = append(d.Choices, Choice{Path: a, Fresh: true})
+	}))
+	c := poolWith(m, 6, 17, []*Path{a})
+	mean := int64(10_000) // the root's, when the requests came
+	c.originSize = func(origin string) (int64, bool) { return mean, origin == "o" }
+	first, behind := queuedWaiter(10_000), queuedWaiter(10_000)
+	first.sizeOrigin, behind.sizeOrigin = "o", "o"
+	setQueue(c, first, behind)
+	mean = 100_000 // the first objects' headers are in
+	c.mu.Lock()
+	g, ok := c.attempt(first, nil)
+	c.mu.Unlock()
+	require.True(t, ok)
+	assert.Equal(t, []int64{100_000}, sizes, "the mean as it is now")
+	assert.Equal(t, []int64{100_000}, queued, "the request behind it too")
+	assert.EqualValues(t, 100_000, g.size, "counted as pending")
+	c.undo(g)
+}

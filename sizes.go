@@ -65,6 +65,16 @@ func (c *sizeCache) predict(url, origin string) (int64, string) {
 	return 0, ""
 }
 
+// originMean is the mean of origin's recent sizes, if any are known.
+func (c *sizeCache) originMean(origin string) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if o := c.origins[origin]; o != nil && o.n > 0 {
+		return o.sum / int64(o.n), true
+	}
+	return 0, false
+}
+
 // put remembers size for url of origin.
 func (c *sizeCache) put(url, origin string, size int64) {
 	if c.max <= 0 || size < 0 {

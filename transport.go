@@ -96,7 +96,7 @@ type Transport struct {
 	proxy  func(*http.Request) (*url.URL, error)                             // Base's
 	dial   func(ctx context.Context, network, addr string) (net.Conn, error) // Base's, if any
 	dialer *Dialer
-	sizes  sizeCache
+	sizes  *sizeCache // a pointer: the core refers to it, and must not keep t reachable
 
 	statsMu sync.Mutex                               // taken to add a path
 	stats   atomic.Pointer[map[string]*pathCounters] // by path name; copied on write, read without a lock
@@ -312,10 +312,11 @@ func (t *Transport) init() {
 		// to the Manager once it is collected.
 		runtime.AddCleanup(t, func(c *core) { c.unsubscribe() }, t.core)
 	}
-	t.sizes.max = t.MaxSizeHints
+	t.sizes = &sizeCache{max: t.MaxSizeHints}
 	if t.sizes.max == 0 {
 		t.sizes.max = 4096
 	}
+	t.core.originSize = t.sizes.originMean
 	t.ready.Store(true)
 }
 
@@ -467,10 +468,14 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	isGet := req.Method == http.MethodGet || req.Method == ""
 	var sizeKey string    // the URL, computed once, only when size hints need it
 	var sizeSource string // where in.SizeToBeReceived came from
+	var sizeOrigin string // set if the origin's mean is what to expect, as it is when decided
 	if isGet && t.sizes.max > 0 {
 		sizeKey = req.URL.String()
 		if in.SizeToBeReceived == 0 {
 			in.SizeToBeReceived, sizeSource = t.sizes.predict(sizeKey, o.key)
+			if sizeSource != SizeFromURL {
+				sizeOrigin = o.key
+			}
 		}
 	}
 	// The proxy is chosen for the real request, and connections through
@@ -500,7 +505,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		if trace != nil && trace.GetConn != nil {
 			trace.GetConn(hostPort)
 		}
-		g, err := t.core.acquire(ctx, connRequest{key: key, dest: dest, in: &in, sizeSource: sizeSource}, dial)
+		g, err := t.core.acquire(ctx, connRequest{key: key, dest: dest, in: &in, sizeSource: sizeSource, sizeOrigin: sizeOrigin}, dial)
 		if err != nil {
 			closeBody(req)
 			return nil, err
@@ -515,7 +520,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			trace.GotConn(httptrace.GotConnInfo{Conn: conn, Reused: reused, WasIdle: g.wasIdle, IdleTime: g.idle})
 		}
 		t.counters(e.path).requests.Add(1)
-		expect := max(in.SizeToBeReceived, 0) // counted as pending on e by acquire
+		expect := g.size // counted as pending on e by acquire
 		resp, err := cc.roundTrip(req)
 		if err != nil {
 			e.addPending(-expect)
