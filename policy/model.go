@@ -25,9 +25,15 @@ type Model struct {
 	InitialWindow int
 	// MSS is the segment payload in bytes (default 1448).
 	MSS int
-	// UnknownRTT and UnknownBandwidth (bits/s) stand in for paths with no
-	// estimate and no prior (defaults 100 ms and 1 Mbit/s): pessimistic, so
-	// known paths win until the unknown one is measured.
+	// UnknownRTT stands in for the RTT of a path with no estimate and no
+	// prior (default 100 ms): pessimistic, so known paths win until the
+	// unknown one is measured (see models). UnknownBandwidth (bits/s)
+	// stands in for capacity while no path's is known, as on a new
+	// Manager's first page (default 10 Mbit/s, an access network's order):
+	// it weighs a path's backlog against another's longer RTT, and a guess
+	// far below the paths' real rates sends small objects to the slower
+	// path after a few on the faster one. A path with no capacity estimate
+	// while another has one borrows that one's.
 	UnknownRTT       time.Duration
 	UnknownBandwidth int64
 	// Unpaced makes every slow-start round arrive at once, as from a sender
@@ -43,7 +49,7 @@ type modelParams struct {
 }
 
 func (m *Model) params() modelParams {
-	p := modelParams{tlsRoundTrips: 1, initialWindow: 10, mss: 1448, unknownRTT: 100 * time.Millisecond, unknownBandwidth: 1e6}
+	p := modelParams{tlsRoundTrips: 1, initialWindow: 10, mss: 1448, unknownRTT: 100 * time.Millisecond, unknownBandwidth: 10e6}
 	if m.TLSRoundTrips > 0 {
 		p.tlsRoundTrips = m.TLSRoundTrips
 	}
