@@ -104,10 +104,16 @@ func (e *EAF) options(req *intents.Request, models []pathModel, opts []option) [
 	return opts
 }
 
-// idleFirst moves the earliest option on an idle path to the front if it
-// arrives before the queue's fluid end: all bytes in flight and queued at
-// the summed capacity of the paths. Only objects that would load the best
-// path's capacity move (see below).
+// idleFirst moves to the front the earliest option on a path that is
+// below its share of the load, if it arrives before the queue's fluid end:
+// all bytes in flight and queued at the summed capacity of the paths. A
+// path is below its share when its bytes in flight, this object's
+// included, are no larger a part of all bytes in flight than its capacity
+// is of the paths' (an idle path always is). Arriving earliest on the
+// busy path, the object would only push the queue's end further out while
+// the other path carries less than it could; and with the page's requests
+// spread so, each path's connections keep busy until the end. Only
+// objects that would load the best path's capacity move (see below).
 func (e *EAF) idleFirst(req *intents.Request, models []pathModel, opts []option) []option {
 	if req.Queued <= 0 || len(opts) < 2 || req.Intents.SizeToBeReceived <= 0 {
 		return opts
@@ -119,35 +125,40 @@ func (e *EAF) idleFirst(req *intents.Request, models []pathModel, opts []option)
 		capacity += pm.cap
 		rtt = min(rtt, pm.rtt)
 	}
+	if capacity <= 0 {
+		return opts
+	}
+	size := float64(req.Intents.SizeToBeReceived)
 	pathOf := func(o option) *intents.Path {
 		if o.choice.Reuse != nil {
 			return o.choice.Reuse.Path
 		}
 		return o.choice.Path
 	}
-	idle := func(p *intents.Path) bool {
+	belowShare := func(p *intents.Path) bool {
 		i := slices.Index(req.Paths, p)
-		return i >= 0 && models[i].pending <= 0
-	}
-	if capacity <= 0 {
-		return opts
+		if i < 0 {
+			return false
+		}
+		pm := models[i]
+		return pm.pending <= 0 || (pm.pending+size)/(load+size) <= pm.cap/capacity
 	}
 	// An object smaller than the best path's bandwidth-delay product costs
 	// it round trips, not capacity: sent elsewhere it would spare the busy
 	// path next to nothing and hold one of the host's few connections for
 	// the idle path's longer set-up and transfer.
 	if i := slices.Index(req.Paths, pathOf(opts[0])); i >= 0 {
-		if best := models[i]; float64(req.Intents.SizeToBeReceived) < best.cap*best.rtt {
+		if best := models[i]; size < best.cap*best.rtt {
 			return opts
 		}
 	}
-	end := max(opts[0].at, seconds(rtt+(load+float64(req.Queued+req.Intents.SizeToBeReceived))/capacity))
+	end := max(opts[0].at, seconds(rtt+(load+float64(req.Queued)+size)/capacity))
 	for i, o := range opts {
 		p := pathOf(o)
-		if i == 0 && idle(p) {
-			return opts // the earliest is on an idle path already
+		if i == 0 && belowShare(p) {
+			return opts // the earliest is on a path below its share already
 		}
-		if idle(p) && o.mptcp == nil && o.at <= end {
+		if p != pathOf(opts[0]) && belowShare(p) && o.mptcp == nil && o.at <= end {
 			return append(append([]option{o}, opts[:i]...), opts[i+1:]...)
 		}
 	}

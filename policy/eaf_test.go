@@ -341,3 +341,23 @@ func TestEAFCountsRequestsWaitingForAConnection(t *testing.T) {
 	assert.Nil(t, ch.Reuse, "behind three requests: a new connection")
 	assert.True(t, ch.Fresh)
 }
+
+// With a page queued behind it, a large object goes to the slower path
+// while that path carries less than its share of the bytes in flight (its
+// part of the paths' capacity), and stays on the faster one once the
+// slower has its share: the page's connections spread by capacity, not
+// one at a time to whichever path is idle.
+func TestEAFSpreadsAQueueByCapacityShare(t *testing.T) {
+	choose := func(p2Pending int64, p2Active int) string {
+		p1 := &intents.Path{Name: "p1", Up: true, Prior: intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 12e6, Pending: 500_000, Active: 5}}
+		p2 := &intents.Path{Name: "p2", Up: true, Prior: intents.Estimate{RTT: 100 * time.Millisecond, Bandwidth: 5e6, Pending: p2Pending, Active: p2Active}}
+		req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 100_000}, Paths: []*intents.Path{p1, p2}, Queued: 2_500_000}
+		var d intents.Decision
+		(&EAF{}).Decide(req, &d)
+		require.NotEmpty(t, d.Choices)
+		return d.Choices[0].Path.Name
+	}
+	// p2's share: 5 / 17 of the capacity, 29 %.
+	assert.Equal(t, "p2", choose(100_000, 1), "p2 would carry 200 of 700 kB in flight, 29 %: its share")
+	assert.Equal(t, "p1", choose(200_000, 2), "p2 would carry 300 of 800 kB, 38 %: more than its share")
+}
