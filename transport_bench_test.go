@@ -22,6 +22,19 @@ func fetch(b *testing.B, rt http.RoundTripper, url string) {
 	resp.Body.Close()
 }
 
+// helloServers starts an HTTP/1.1 and an HTTP/2 (TLS) server answering
+// "hello", closed when b ends, and a TLS config that trusts the second.
+func helloServers(b *testing.B) (h1, h2 *httptest.Server, tlsConf *tls.Config) {
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") })
+	h1 = httptest.NewServer(handler)
+	b.Cleanup(h1.Close)
+	h2 = httptest.NewUnstartedServer(handler)
+	h2.EnableHTTP2 = true
+	h2.StartTLS()
+	b.Cleanup(h2.Close)
+	return h1, h2, &tls.Config{RootCAs: h2.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
+}
+
 // BenchmarkTransport compares intents.Transport with http.Transport on
 // loopback, in the same run: GETs of a small object over a reused HTTP/1.1
 // connection, over HTTP/2, and over a new connection each time. The timed
@@ -29,14 +42,7 @@ func fetch(b *testing.B, rt http.RoundTripper, url string) {
 // the ratio (machine noise hits both alike); the -allocs ones report
 // allocations of each alone.
 func BenchmarkTransport(b *testing.B) {
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") })
-	h1 := httptest.NewServer(handler)
-	defer h1.Close()
-	h2 := httptest.NewUnstartedServer(handler)
-	h2.EnableHTTP2 = true
-	h2.StartTLS()
-	defer h2.Close()
-	tlsConf := &tls.Config{RootCAs: h2.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
+	h1, h2, tlsConf := helloServers(b)
 
 	for _, bc := range []struct {
 		name, url string
@@ -135,14 +141,7 @@ func (c *clientConnRT) RoundTrip(r *http.Request) (*http.Response, error) {
 // connection, in the same loop: what of the Transport's ratio in
 // BenchmarkTransport is the ClientConn API's own.
 func BenchmarkClientConnFloor(b *testing.B) {
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") })
-	h1 := httptest.NewServer(handler)
-	defer h1.Close()
-	h2 := httptest.NewUnstartedServer(handler)
-	h2.EnableHTTP2 = true
-	h2.StartTLS()
-	defer h2.Close()
-	tlsConf := &tls.Config{RootCAs: h2.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
+	h1, h2, tlsConf := helloServers(b)
 	for _, bc := range []struct {
 		name string
 		srv  *httptest.Server

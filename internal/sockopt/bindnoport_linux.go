@@ -13,11 +13,14 @@ import (
 // Binding then costs less, and many connections from one address do not
 // run out of ports as early.
 func BindAddressNoPort(c syscall.RawConn) error {
+	return setInt(c, unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1, "setsockopt IP_BIND_ADDRESS_NO_PORT")
+}
+
+// setInt sets an integer socket option of c; name says which, in an error.
+func setInt(c syscall.RawConn, level, opt, value int, name string) error {
 	var err error
-	if cerr := c.Control(func(fd uintptr) {
-		err = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1)
-	}); cerr != nil {
+	if cerr := c.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), level, opt, value) }); cerr != nil {
 		return cerr
 	}
-	return os.NewSyscallError("setsockopt IP_BIND_ADDRESS_NO_PORT", err)
+	return os.NewSyscallError(name, err)
 }

@@ -14,13 +14,7 @@ const tcpiOptSynData = 32
 // the first write goes in the SYN when the kernel holds a cookie for the
 // server (from an earlier connection), saving a round trip.
 func FastOpenConnect(c syscall.RawConn) error {
-	var err error
-	if cerr := c.Control(func(fd uintptr) {
-		err = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_FASTOPEN_CONNECT, 1)
-	}); cerr != nil {
-		return cerr
-	}
-	return os.NewSyscallError("setsockopt TCP_FASTOPEN_CONNECT", err)
+	return setInt(c, unix.IPPROTO_TCP, unix.TCP_FASTOPEN_CONNECT, 1, "setsockopt TCP_FASTOPEN_CONNECT")
 }
 
 // SentSYNData reports whether data went in the connection's SYN.
