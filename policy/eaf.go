@@ -154,11 +154,16 @@ func (e *EAF) idleFirst(req *intents.Request, models []pathModel, opts []option)
 	}
 	end := max(opts[0].at, seconds(rtt+(load+float64(req.Queued)+size)/capacity))
 	for i, o := range opts {
-		p := pathOf(o)
-		if i == 0 && belowShare(p) {
+		// Waiting for a busy connection adds nothing: a new or a free
+		// connection carries a path's share.
+		busy := o.choice.Reuse != nil && o.choice.Reuse.Available == 0
+		if busy || o.mptcp != nil || !belowShare(pathOf(o)) {
+			continue
+		}
+		if i == 0 {
 			return opts // the earliest is on a path below its share already
 		}
-		if p != pathOf(opts[0]) && belowShare(p) && o.mptcp == nil && o.at <= end {
+		if o.at <= end {
 			return append(append([]option{o}, opts[:i]...), opts[i+1:]...)
 		}
 	}

@@ -361,3 +361,18 @@ func TestEAFSpreadsAQueueByCapacityShare(t *testing.T) {
 	assert.Equal(t, "p2", choose(100_000, 1), "p2 would carry 200 of 700 kB in flight, 29 %: its share")
 	assert.Equal(t, "p1", choose(200_000, 2), "p2 would carry 300 of 800 kB, 38 %: more than its share")
 }
+
+// A path below its share gets a new connection, not a wait for its busy
+// one: waiting there adds no capacity.
+func TestEAFSpreadsWithANewConnectionNotAWait(t *testing.T) {
+	p1 := &intents.Path{Name: "p1", Up: true, Prior: intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 12e6, Pending: 500_000, Active: 5}}
+	p2 := &intents.Path{Name: "p2", Up: true, Prior: intents.Estimate{RTT: 100 * time.Millisecond, Bandwidth: 5e6, Pending: 100_000, Active: 1}}
+	busyOnP2 := intents.Candidate{ID: 7, Path: p2, InFlight: 1, Pending: 100_000, BytesIn: 50_000}
+	req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 100_000}, Paths: []*intents.Path{p1, p2},
+		Candidates: []intents.Candidate{busyOnP2}, Queued: 2_500_000}
+	var d intents.Decision
+	(&EAF{}).Decide(req, &d)
+	require.NotEmpty(t, d.Choices)
+	assert.Nil(t, d.Choices[0].Reuse, "not a wait for the busy connection")
+	assert.Equal(t, p2, d.Choices[0].Path, "a new connection on the path below its share")
+}
