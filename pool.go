@@ -94,7 +94,7 @@ func (p *Pool) Get(ctx context.Context, network, address string) (*PooledConn, b
 	dest := Destination{Network: network, Host: host, Port: port}
 	d := p.dialer()
 	key := network + " " + net.JoinHostPort(host, strconv.Itoa(int(port)))
-	g, err := p.core.acquire(ctx, connRequest{key: key, dest: dest, in: &in}, func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
+	g, err := p.core.acquire(ctx, connRequest{key: key, dest: dest, in: in}, func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
 		nc, err := d.dialChoice(ctx, p.core.m, network, host, port, ch, in.Multipath)
 		if err != nil {
 			return nil, nil, err

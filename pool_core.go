@@ -279,7 +279,7 @@ func (c *core) dialingTo(key string) int {
 type connRequest struct {
 	key        string
 	dest       Destination
-	in         *Intents
+	in         Intents // a copy: a pointer here would move the caller's to the heap
 	sizeSource string
 	// sizeOrigin, if set, names the origin whose mean response size
 	// (core.originSize) stands for the request's: looked up again at each
@@ -302,7 +302,7 @@ func (c *core) acquire(ctx context.Context, r connRequest,
 		}
 		g, err := c.wait(ctx, r, skip)
 		if log != nil {
-			logGrant(ctx, log, r.in, g, asked)
+			logGrant(ctx, log, &r.in, g, asked)
 		}
 		if err != nil {
 			if firstErr != nil && errors.Is(err, ErrNoPath) {

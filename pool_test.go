@@ -595,7 +595,7 @@ func TestWaitForABusyConnectionEnds(t *testing.T) {
 	}))
 	held := busyEntry(1, a)
 	c := poolWith(m, 6, 17, []*Path{a}, held)
-	g, err := c.wait(context.Background(), connRequest{key: "k", dest: testDest, in: &Intents{}}, nil)
+	g, err := c.wait(context.Background(), connRequest{key: "k", dest: testDest}, nil)
 	require.NoError(t, err)
 	assert.True(t, g.dials(), "a new connection, the held one never freed")
 	c.undo(g)
@@ -607,7 +607,7 @@ func TestWaitForABusyConnectionEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
-		_, err := c2.wait(ctx, connRequest{key: "k", dest: testDest, in: &Intents{}}, nil)
+		_, err := c2.wait(ctx, connRequest{key: "k", dest: testDest}, nil)
 		done <- err
 	}()
 	<-queued

@@ -505,7 +505,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		if trace != nil && trace.GetConn != nil {
 			trace.GetConn(hostPort)
 		}
-		g, err := t.core.acquire(ctx, connRequest{key: key, dest: dest, in: &in, sizeSource: sizeSource, sizeOrigin: sizeOrigin}, dial)
+		g, err := t.core.acquire(ctx, connRequest{key: key, dest: dest, in: in, sizeSource: sizeSource, sizeOrigin: sizeOrigin}, dial)
 		if err != nil {
 			closeBody(req)
 			return nil, err
@@ -569,8 +569,8 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			}
 			cb := &countingBody{rc: resp.Body, t: t, e: e, start: time.Now()}
 			if sizeKey != "" && resp.ContentLength < 0 && resp.StatusCode == http.StatusOK {
-				originKey := o.key
-				cb.sizeOf = func(n int64) { t.sizes.put(sizeKey, originKey, n) }
+				sizes, forURL, origin := t.sizes, sizeKey, o.key // copies: sizeKey itself stays off the heap
+				cb.sizeOf = func(n int64) { sizes.put(forURL, origin, n) }
 			}
 			cb.expect.Store(expect)
 			resp.Body = cb
