@@ -28,6 +28,18 @@ import (
 // permitted paths, and decides between reusing one and opening a new
 // connection on some path.
 //
+// Without a size hint in a GET's intents the Transport predicts one, so
+// that a policy such as EAF can place requests without the caller's help:
+// the last response size of the same URL, else the mean of the origin's
+// recent responses, looked up again each time the request is decided
+// (DecisionInfo.SizeSource says which). Once a response's headers are in,
+// its Content-Length is what its connection and path are known to owe.
+// While it dials a request's connection on one path, it measures the RTT
+// of the request's other permitted paths that no transfer has measured
+// yet with a bare TCP handshake (opened and closed at once, one at a time
+// per path; not through a proxy, nor with Base's own dialer), so that a
+// policy knows them before it sends a request their way.
+//
 // The protocol work stays in net/http: each connection is an
 // *http.ClientConn (Go 1.26's Transport.NewClientConn) made by an inner
 // http.Transport whose dialer binds the socket to the chosen path, so
@@ -69,7 +81,8 @@ type Transport struct {
 	// is 90 s for http.DefaultTransport's settings; negative: never).
 	IdleConnTimeout time.Duration
 	// MaxSizeHints bounds how many Content-Lengths (by URL) are remembered
-	// as size hints for later requests (default 4096; negative: none).
+	// as size hints for later requests (default 4096; negative: none, and
+	// no size is predicted). Each origin's last 32 sizes are kept besides.
 	MaxSizeHints int
 	// TwoStep, if positive, turns on the paper's two-step download for GETs
 	// without a size hint: first a range request for TwoStep bytes (8 KiB
