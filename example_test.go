@@ -291,3 +291,37 @@ func ExampleTransport_defaultTransport() {
 	fmt.Println(resp.Status, string(body))
 	// Output: 200 OK hello
 }
+
+// Without size hints, the Transport predicts each GET's size from what the
+// site sent before, so that the policy can place it; a decision trace says
+// what was expected and where that came from.
+func ExampleWithDecisionTrace() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sizes := map[string]int{"/a": 1000, "/b": 3000}
+		w.Write(make([]byte, sizes[r.URL.Path]))
+	}))
+	defer srv.Close()
+	m, err := intents.NewManager(intents.Config{Policy: &policy.EAF{}, NoWatch: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	tr := &intents.Transport{Manager: m}
+	defer tr.Close()
+	for _, path := range []string{"/a", "/b", "/a"} {
+		ctx := intents.WithDecisionTrace(context.Background(), func(di intents.DecisionInfo) {
+			fmt.Printf("%s: expect %d B (%q)\n", path, di.Intents.SizeToBeReceived, di.SizeSource)
+		})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	// Output:
+	// /a: expect 0 B ("")
+	// /b: expect 1000 B ("origin")
+	// /a: expect 1000 B ("url")
+}
