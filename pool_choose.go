@@ -1,7 +1,6 @@
 package intents
 
 import (
-	"slices"
 	"sync"
 	"time"
 )
@@ -67,11 +66,17 @@ func (c *core) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant, step
 		return grant{}, stepWait
 	}
 	now := time.Now()
-	es := c.entries[w.key]
-	cands := slices.Grow(sc.cands[:0], len(es))[:len(es)]
-	for i, e := range es {
-		cands[i] = e.candidate(now)
-		cands[i].Waiting, cands[i].WaitingBytes = c.queue.waitingFor(e, w)
+	cands := sc.cands[:0]
+	for _, e := range c.entries[w.key] {
+		cand := e.candidate(now)
+		// A connection with a reader of its own that can take a request
+		// is alive; one that cannot may be dead, and is asked.
+		if cand.Available == 0 && e.c.ownReader() && e.c.dead() {
+			c.remove(e)
+			continue
+		}
+		cand.Waiting, cand.WaitingBytes = c.queue.waitingFor(e, w)
+		cands = append(cands, cand)
 	}
 	sc.cands = cands
 	var originMean int64
@@ -131,10 +136,7 @@ func (c *core) dropDead(key string, sc *decideScratch) {
 	sc.peek = sc.peek[:0]
 	for _, e := range c.entries[key] {
 		switch {
-		case e.c.ownReader(): // its reader reports a close or stray bytes
-			if e.c.dead() {
-				c.remove(e)
-			}
+		case e.c.ownReader(): // its reader reports a close or stray bytes: see decideOnce
 		case e.c.available() == 0:
 		case e.c.dead():
 			c.remove(e)
@@ -284,7 +286,13 @@ func (c *core) freeOn(w *waiter, p *Path, now time.Time) (grant, bool) {
 // reserve takes a slot on e for a grant, under c.mu.
 func (c *core) reserve(w *waiter, e *entry, now time.Time) (grant, bool) {
 	wasIdle := !e.idleSince.IsZero() // set when it went idle, cleared here
-	if e.removed || !e.c.reserve() {
+	if e.removed {
+		return grant{}, false
+	}
+	if !e.c.reserve() {
+		if e.c.dead() {
+			c.remove(e) // died since it was looked at
+		}
 		return grant{}, false
 	}
 	size := max(w.in.SizeToBeReceived, 0)

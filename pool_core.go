@@ -465,7 +465,7 @@ func (c *core) changedLocked(e *entry) (sample bool) {
 		c.remove(e)
 		return false
 	}
-	if e.c.inFlight() == 0 && e.idleSince.IsZero() {
+	if e.idleSince.IsZero() && e.c.inFlight() == 0 {
 		now := time.Now()
 		e.lastUsed, e.idleSince = now, now
 		sample = e.path != nil

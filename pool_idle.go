@@ -47,7 +47,7 @@ func (c *core) sweep() {
 // the last serve that no waiter took.
 func (c *core) trimWentIdle() {
 	for _, e := range c.wentIdle {
-		if !e.removed && e.c.inFlight() == 0 {
+		if !e.removed && !e.idleSince.IsZero() { // not taken since
 			c.trimIdle(e)
 		}
 	}
@@ -75,10 +75,13 @@ func (c *core) trimIdle(e *entry) {
 	}
 }
 
+// idleCount counts the idle connections among es, by their bookkeeping
+// (idleSince, set when one goes idle and cleared when it is taken): no
+// call into each connection.
 func (c *core) idleCount(es []*entry) int {
 	n := 0
 	for _, e := range es {
-		if e.c.inFlight() == 0 && !e.removed {
+		if !e.idleSince.IsZero() && !e.removed {
 			n++
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -50,12 +51,18 @@ func (w *waiter) stopTimer() {
 // Guarded by core.mu.
 type waitQueue struct {
 	ws []*waiter
+	n  atomic.Int32 // len(ws), read without the lock (core.waiting)
 }
 
 func (q *waitQueue) push(w *waiter) {
 	w.queued, w.inQueue = true, true
 	q.ws = append(q.ws, w)
+	q.n.Store(int32(len(q.ws)))
 }
+
+// waiting reports whether any request waits, without the pool's lock: a
+// hint, for whether telling the pool of a change is worth its lock.
+func (c *core) waiting() bool { return c.queue.n.Load() > 0 }
 
 // remove takes w out of the queue; false if it was not in it (it was
 // handed a grant, or failed).
@@ -68,6 +75,7 @@ func (q *waitQueue) remove(w *waiter) bool {
 	if i := slices.Index(q.ws, w); i >= 0 {
 		q.ws = slices.Delete(q.ws, i, i+1)
 	}
+	q.n.Store(int32(len(q.ws)))
 	return true
 }
 
@@ -85,6 +93,7 @@ func (q *waitQueue) failAll(err error) {
 		w.ch <- grant{err: err}
 	}
 	q.ws = nil
+	q.n.Store(0)
 }
 
 // has reports whether a request for key waits.

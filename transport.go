@@ -425,20 +425,43 @@ func measurePath(ctx context.Context, d *Dialer, proxyOf func(*http.Request) (*u
 
 // clientConn is an *http.ClientConn in the pool; tls is its TLS
 // connection, where it has one that the pool made.
+//
+// Its request slots are counted here rather than with ClientConn.Reserve,
+// which runs the connection's state hook on every call (a third of what
+// taking a pooled connection cost). All slots are taken under the pool's
+// lock, and a slot counts until its round trip has returned, so a request
+// is never sent where it would wait for another's (RoundTrip would wait
+// for a free slot, not fail).
 type clientConn struct {
-	cc  *http.ClientConn
-	tls *tls.Conn
+	cc       *http.ClientConn
+	tls      *tls.Conn
+	reserved atomic.Int32 // slots taken whose round trip has not returned
 }
 
-func (c *clientConn) available() int                                    { return c.cc.Available() }
-func (c *clientConn) inFlight() int                                     { return c.cc.InFlight() }
-func (c *clientConn) reserve() bool                                     { return c.cc.Reserve() == nil }
-func (c *clientConn) unreserve()                                        { c.cc.Release() }
-func (c *clientConn) dead() bool                                        { return c.cc.Err() != nil }
-func (c *clientConn) close() error                                      { return c.cc.Close() }
-func (c *clientConn) ownReader() bool                                   { return true }
-func (c *clientConn) watch(hook func())                                 { c.cc.SetStateHook(func(*http.ClientConn) { hook() }) }
-func (c *clientConn) roundTrip(r *http.Request) (*http.Response, error) { return c.cc.RoundTrip(r) }
+func (c *clientConn) available() int  { return max(c.cc.Available()-int(c.reserved.Load()), 0) }
+func (c *clientConn) inFlight() int   { return c.cc.InFlight() + int(c.reserved.Load()) }
+func (c *clientConn) unreserve()      { c.reserved.Add(-1) }
+func (c *clientConn) dead() bool      { return c.cc.Err() != nil }
+func (c *clientConn) close() error    { return c.cc.Close() }
+func (c *clientConn) ownReader() bool { return true }
+func (c *clientConn) watch(hook func()) {
+	c.cc.SetStateHook(func(*http.ClientConn) { hook() })
+}
+
+func (c *clientConn) reserve() bool {
+	if c.available() <= 0 {
+		return false
+	}
+	c.reserved.Add(1)
+	return true
+}
+
+// roundTrip sends r in the slot taken for it.
+func (c *clientConn) roundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := c.cc.RoundTrip(r)
+	c.reserved.Add(-1)
+	return resp, err
+}
 
 // RoundTrip sends req on the path and connection the policy chooses for
 // the intents in req's context. A request on a reused connection that died
@@ -535,6 +558,11 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		t.counters(e.path).requests.Add(1)
 		expect := g.size // counted as pending on e by acquire
 		resp, err := cc.roundTrip(req)
+		if t.core.waiting() && cc.available() > 0 {
+			// Its slot now counts in the connection's own streams, and
+			// the connection can take more: no state hook says so.
+			t.core.changed(e)
+		}
 		if err != nil {
 			e.addPending(-expect)
 			err = unwrapTransportErr(err)
