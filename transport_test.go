@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"net/http/httptrace"
 	"strings"
 	"sync"
@@ -395,4 +396,37 @@ func TestPendingFollowsTheContentLength(t *testing.T) {
 	})
 	get(t, tr, ctx, srv.URL+"/small")
 	assert.Contains(t, pending, int64(50000), "the busy connection owes the body its headers announced")
+}
+
+// A pooled HTTP/1.1 connection has one slot: taken, it is taken until the
+// round trip has returned and the body is done, so no request is ever sent
+// where it would wait for another's.
+func TestClientConnSlots(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello")
+	}))
+	defer srv.Close()
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	hc, err := base.NewClientConn(context.Background(), "http", u.Host)
+	require.NoError(t, err)
+	c := &clientConn{cc: hc}
+	defer c.close()
+	require.Equal(t, 1, c.available())
+	require.True(t, c.reserve())
+	assert.Zero(t, c.available(), "taken")
+	assert.Equal(t, 1, c.inFlight(), "a taken slot counts as in flight")
+	assert.False(t, c.reserve(), "one slot only")
+	req, _ := http.NewRequest("GET", srv.URL, nil)
+	resp, err := c.roundTrip(req)
+	require.NoError(t, err)
+	assert.Zero(t, c.available(), "busy while its body is read")
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 1, c.available(), "free again")
+	assert.True(t, c.reserve())
+	c.unreserve()
+	assert.Equal(t, 1, c.available(), "a slot given back unused")
 }
