@@ -76,7 +76,7 @@ func (t *Transport) aggregateConfig(req *http.Request) (Aggregate, bool) {
 	}
 	size := in.SizeToBeReceived
 	if size == 0 {
-		size = t.sizes.get(req.URL.String())
+		size = t.knownSize(req.URL)
 	}
 	return cfg, size == 0 || size >= cfg.withDefaults(1).MinSize
 }

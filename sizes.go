@@ -24,10 +24,14 @@ const (
 type sizeCache struct {
 	max     int
 	mu      sync.Mutex
-	sizes   map[string]int64
-	order   []string
+	sizes   map[objectKey]int64
+	order   []objectKey
 	origins map[string]*originSizes
 }
+
+// objectKey names an object: its origin (as the pool keys it) and its
+// request URI, which a request has without building a string.
+type objectKey struct{ origin, uri string }
 
 // originSizes are an origin's last originSamples response sizes.
 type originSizes struct {
@@ -43,23 +47,22 @@ const (
 	maxSizeOrigins = 256
 )
 
-// get returns the last size of url, 0 if none is known.
-func (c *sizeCache) get(url string) int64 {
+// get returns the last size of k, 0 if none is known.
+func (c *sizeCache) get(k objectKey) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.sizes[url]
+	return c.sizes[k]
 }
 
-// predict returns the size to expect for url of origin and where it came
-// from: the URL's last size, else the origin's recent mean; 0 and "" if
-// neither is known.
-func (c *sizeCache) predict(url, origin string) (int64, string) {
+// predict returns the size to expect for k and where it came from: its
+// last size, else its origin's recent mean; 0 and "" if neither is known.
+func (c *sizeCache) predict(k objectKey) (int64, string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n, ok := c.sizes[url]; ok {
+	if n, ok := c.sizes[k]; ok {
 		return n, SizeFromURL
 	}
-	if o := c.origins[origin]; o != nil && o.n > 0 {
+	if o := c.origins[k.origin]; o != nil && o.n > 0 {
 		return o.sum / int64(o.n), SizeFromOrigin
 	}
 	return 0, ""
@@ -75,31 +78,37 @@ func (c *sizeCache) originMean(origin string) (int64, bool) {
 	return 0, false
 }
 
-// put remembers size for url of origin.
-func (c *sizeCache) put(url, origin string, size int64) {
+// put remembers size for k. The same size of the same object again
+// changes nothing: an object fetched over and over does not crowd the
+// others out of its origin's mean.
+func (c *sizeCache) put(k objectKey, size int64) {
 	if c.max <= 0 || size < 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sizes == nil {
-		c.sizes = map[string]int64{}
+		c.sizes = map[objectKey]int64{}
 	}
-	if _, ok := c.sizes[url]; !ok {
-		c.order = append(c.order, url)
+	old, ok := c.sizes[k]
+	if ok && old == size {
+		return
+	}
+	if !ok {
+		c.order = append(c.order, k)
 		if len(c.order) > c.max {
 			delete(c.sizes, c.order[0])
 			c.order = c.order[1:]
 		}
 	}
-	c.sizes[url] = size
-	o := c.origins[origin]
+	c.sizes[k] = size
+	o := c.origins[k.origin]
 	if o == nil {
 		if c.origins == nil || len(c.origins) >= maxSizeOrigins {
 			c.origins = map[string]*originSizes{}
 		}
 		o = &originSizes{}
-		c.origins[origin] = o
+		c.origins[k.origin] = o
 	}
 	if o.n == originSamples {
 		o.sum -= o.recent[o.i]
@@ -111,9 +120,27 @@ func (c *sizeCache) put(url, origin string, size int64) {
 	o.i = (o.i + 1) % originSamples
 }
 
+// objectOf names the object at u for the size cache (ok false: u is not
+// an http or https URL).
+func (t *Transport) objectOf(u *url.URL) (objectKey, bool) {
+	o, err := t.originOf(u)
+	if err != nil {
+		return objectKey{}, false
+	}
+	return objectKey{o.key, u.RequestURI()}, true
+}
+
 // rememberSize remembers the size of the object at u.
 func (t *Transport) rememberSize(u *url.URL, size int64) {
-	if o, err := t.originOf(u); err == nil {
-		t.sizes.put(u.String(), o.key, size)
+	if k, ok := t.objectOf(u); ok {
+		t.sizes.put(k, size)
 	}
+}
+
+// knownSize is the last size of the object at u, 0 if none is known.
+func (t *Transport) knownSize(u *url.URL) int64 {
+	if k, ok := t.objectOf(u); ok {
+		return t.sizes.get(k)
+	}
+	return 0
 }

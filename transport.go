@@ -502,13 +502,15 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	in, _ := FromContext(ctx)
 	isGet := req.Method == http.MethodGet || req.Method == ""
-	var sizeKey string    // the URL, computed once, only when size hints need it
+	var object objectKey  // the object, for the size cache; zero when size hints are not kept
 	var sizeSource string // where in.SizeToBeReceived came from
 	var sizeOrigin string // set if the origin's mean is what to expect, as it is when decided
 	if isGet && t.sizes.max > 0 {
-		sizeKey = req.URL.String()
-		if in.SizeToBeReceived == 0 {
-			in.SizeToBeReceived, sizeSource = t.sizes.predict(sizeKey, o.key)
+		object = objectKey{o.key, req.URL.RequestURI()}
+		// A size is predicted for a policy to weigh: without a Manager
+		// only intents that constrain paths bring one (DefaultManager's).
+		if in.SizeToBeReceived == 0 && (t.Manager != nil || in.constrainsPaths()) {
+			in.SizeToBeReceived, sizeSource = t.sizes.predict(object)
 			if sizeSource != SizeFromURL {
 				sizeOrigin = o.key
 			}
@@ -598,8 +600,8 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return nil, e.pathErr(err)
 		}
-		if sizeKey != "" && resp.ContentLength >= 0 && resp.StatusCode == http.StatusOK {
-			t.sizes.put(sizeKey, o.key, resp.ContentLength)
+		if object.origin != "" && resp.ContentLength >= 0 && resp.StatusCode == http.StatusOK {
+			t.sizes.put(object, resp.ContentLength)
 		}
 		if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil && resp.Body != http.NoBody {
 			if cl := resp.ContentLength; cl >= 0 && cl != expect {
@@ -609,9 +611,9 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 				expect = cl
 			}
 			cb := &countingBody{rc: resp.Body, t: t, e: e, start: time.Now()}
-			if sizeKey != "" && resp.ContentLength < 0 && resp.StatusCode == http.StatusOK {
-				sizes, forURL, origin := t.sizes, sizeKey, o.key // copies: sizeKey itself stays off the heap
-				cb.sizeOf = func(n int64) { sizes.put(forURL, origin, n) }
+			if object.origin != "" && resp.ContentLength < 0 && resp.StatusCode == http.StatusOK {
+				sizes, of := t.sizes, object // copies: object itself stays off the heap
+				cb.sizeOf = func(n int64) { sizes.put(of, n) }
 			}
 			cb.expect.Store(expect)
 			resp.Body = cb

@@ -22,7 +22,7 @@ func (t *Transport) twoStepApplies(req *http.Request) bool {
 	if in, _ := FromContext(req.Context()); in.SizeToBeReceived != 0 {
 		return false
 	}
-	return t.sizes.get(req.URL.String()) == 0
+	return t.knownSize(req.URL) == 0
 }
 
 // twoStep fetches the first TwoStep bytes as a small query, learns the size
