@@ -57,13 +57,18 @@ func (a Aggregate) withDefaults(paths int) Aggregate {
 // plain GET without a body or a Range header, multipath not turned off,
 // and no size hint below MinSize.
 func (t *Transport) aggregateConfig(req *http.Request) (Aggregate, bool) {
+	in, _ := FromContext(req.Context())
+	return t.aggregateConfigFor(req, &in)
+}
+
+// aggregateConfigFor is aggregateConfig with req's intents read already.
+func (t *Transport) aggregateConfigFor(req *http.Request, in *Intents) (Aggregate, bool) {
 	if (req.Method != http.MethodGet && req.Method != "") || req.URL == nil {
 		return Aggregate{}, false
 	}
 	if (req.Body != nil && req.Body != http.NoBody) || req.Header.Get("Range") != "" {
 		return Aggregate{}, false
 	}
-	in, _ := FromContext(req.Context())
 	var cfg Aggregate
 	switch {
 	case in.Multipath == MultipathOff:

@@ -65,6 +65,7 @@ type query struct {
 	in         *Intents
 	sizeSource string
 	dest       Destination
+	loopback   hostHint // whether dest.Host is a loopback host, if known
 	cands      []Candidate
 	skip       []*Path
 	queued     int64
@@ -84,7 +85,7 @@ func (m *Manager) decideUntraced(q query, explain bool, buf []Choice) (decision,
 		}
 	}
 	_, loopbackName := m.loopbackAddr(dest.Host)
-	loopback := isLoopbackHost(dest.Host) || loopbackName
+	loopback := q.loopback.is(dest.Host) || loopbackName
 	if loopback || (m == nil && !constrained) {
 		if l, ok := in.Types[TypeLoopback]; ok && l == LevelProhibit {
 			d.excl = []Exclusion{{Path: "loopback", Reason: "prohibited (prohibit=loopback)"}}
@@ -170,6 +171,35 @@ func (m *Manager) decideUntraced(q query, explain bool, buf []Choice) (decision,
 		return d, d.noPath(dest, "policy chose no permitted path: "+d.reason)
 	}
 	return d, nil
+}
+
+// hostHint is what a caller knows of a host: whether it is a loopback
+// host, or nothing (the zero value).
+type hostHint uint8
+
+const (
+	hostUnknown hostHint = iota
+	hostLoopback
+	hostNotLoopback
+)
+
+func loopbackHint(loopback bool) hostHint {
+	if loopback {
+		return hostLoopback
+	}
+	return hostNotLoopback
+}
+
+// is reports whether host is a loopback host, parsing it only if h does
+// not say.
+func (h hostHint) is(host string) bool {
+	switch h {
+	case hostLoopback:
+		return true
+	case hostNotLoopback:
+		return false
+	}
+	return isLoopbackHost(host)
 }
 
 // loopbackPermitted checks the intents against the loopback paths for a

@@ -90,7 +90,7 @@ func (c *core) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant, step
 	queued := c.queue.bytesFor(w, originMean)
 
 	c.mu.Unlock()
-	d, err := c.m.decide(w.ctx, query{in: &w.in, sizeSource: w.sizeSource, dest: w.dest, cands: cands, skip: w.skip, queued: queued}, sc.choices)
+	d, err := c.m.decide(w.ctx, query{in: &w.in, sizeSource: w.sizeSource, dest: w.dest, loopback: w.loopback, cands: cands, skip: w.skip, queued: queued}, sc.choices)
 	sc.choices = d.choices[:0]
 	c.mu.Lock()
 

@@ -281,6 +281,10 @@ type connRequest struct {
 	dest       Destination
 	in         Intents // a copy: a pointer here would move the caller's to the heap
 	sizeSource string
+	// loopback says whether dest.Host is known to be a loopback host, if
+	// the caller knows (a Transport, once per origin): decisions need not
+	// parse it each time.
+	loopback hostHint
 	// sizeOrigin, if set, names the origin whose mean response size
 	// (core.originSize) stands for the request's: looked up again at each
 	// decision, as the responses before it teach more.

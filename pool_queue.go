@@ -17,6 +17,7 @@ type waiter struct {
 	in         Intents
 	sizeSource string
 	sizeOrigin string
+	loopback   hostHint
 	skip       []*Path
 	ch         chan grant // queued waiters only; buffered 1: a grant is handed over without blocking
 
@@ -195,7 +196,7 @@ var waiterPool = sync.Pool{New: func() any { return new(waiter) }}
 // is possible or ctx ends.
 func (c *core) wait(ctx context.Context, r connRequest, skip []*Path) (grant, error) {
 	w := waiterPool.Get().(*waiter)
-	*w = waiter{ctx: ctx, key: r.key, dest: r.dest, in: r.in, sizeSource: r.sizeSource, sizeOrigin: r.sizeOrigin, skip: skip}
+	*w = waiter{ctx: ctx, key: r.key, dest: r.dest, in: r.in, sizeSource: r.sizeSource, sizeOrigin: r.sizeOrigin, loopback: r.loopback, skip: skip}
 	c.mu.Lock()
 	if !c.closed && !c.queue.has(r.key) { // nobody is ahead for this destination
 		if g, ok := c.attempt(w, nil); ok {

@@ -125,6 +125,7 @@ type Transport struct {
 type origin struct {
 	scheme, host, hostPort, key string
 	port                        uint16
+	loopback                    bool // host is a loopback address or name
 }
 
 type originKey struct{ scheme, host string } // as in the URL
@@ -162,7 +163,8 @@ func (t *Transport) originOf(u *url.URL) (origin, error) {
 		return origin{}, errors.New("intents: bad port in request URL: " + portText)
 	}
 	hostPort := net.JoinHostPort(host, portText)
-	o := origin{scheme: scheme, host: host, hostPort: hostPort, key: scheme + "://" + hostPort, port: uint16(port)}
+	o := origin{scheme: scheme, host: host, hostPort: hostPort, key: scheme + "://" + hostPort, port: uint16(port),
+		loopback: isLoopbackHost(host)}
 	t.originMu.Lock()
 	defer t.originMu.Unlock()
 	next := map[originKey]origin{}
@@ -479,16 +481,25 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 	}
-	if cfg, ok := t.aggregateConfig(req); ok {
+	in, _ := FromContext(req.Context())
+	if cfg, ok := t.aggregateConfigFor(req, &in); ok {
 		return t.aggregate(req, cfg)
 	}
 	if t.TwoStep > 0 && t.twoStepApplies(req) {
 		return t.twoStep(req)
 	}
-	return t.roundTrip(req)
+	return t.roundTripWith(req, in)
 }
 
+// roundTrip sends req on a pooled connection, with the intents of its
+// context.
 func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
+	in, _ := FromContext(req.Context())
+	return t.roundTripWith(req, in)
+}
+
+// roundTripWith is roundTrip with req's intents read already.
+func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response, error) {
 	if req.URL == nil {
 		closeBody(req)
 		return nil, errors.New("intents: nil Request.URL")
@@ -500,7 +511,6 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	}
 	scheme, host, port, hostPort, key := o.scheme, o.host, o.port, o.hostPort, o.key
 	ctx := req.Context()
-	in, _ := FromContext(ctx)
 	isGet := req.Method == http.MethodGet || req.Method == ""
 	var object objectKey  // the object, for the size cache; zero when size hints are not kept
 	var sizeSource string // where in.SizeToBeReceived came from
@@ -543,7 +553,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		if trace != nil && trace.GetConn != nil {
 			trace.GetConn(hostPort)
 		}
-		g, err := t.core.acquire(ctx, connRequest{key: key, dest: dest, in: in, sizeSource: sizeSource, sizeOrigin: sizeOrigin}, dial)
+		g, err := t.core.acquire(ctx, connRequest{key: key, dest: dest, in: in, sizeSource: sizeSource, sizeOrigin: sizeOrigin, loopback: loopbackHint(o.loopback)}, dial)
 		if err != nil {
 			closeBody(req)
 			return nil, err
