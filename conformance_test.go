@@ -170,6 +170,16 @@ func outcomeOf(resp *http.Response, err error) outcome {
 	return outcome{Status: resp.StatusCode, Body: bodyOf(b), Err: errClass(err)}
 }
 
+// outcomeAnd is outcomeOf with extra's account of the response (read
+// after its body) in Extra.
+func outcomeAnd(resp *http.Response, err error, extra func(*http.Response) string) outcome {
+	o := outcomeOf(resp, err)
+	if err == nil {
+		o.Extra = extra(resp)
+	}
+	return o
+}
+
 func getURL(rt http.RoundTripper, u string) outcome {
 	req, _ := http.NewRequest("GET", u, nil)
 	return do(rt, req)
@@ -389,12 +399,7 @@ func scenarios() []scenario {
 		})
 		req, _ := http.NewRequest("GET", srv.URL, nil)
 		resp, err := rt.RoundTrip(req)
-		if err != nil {
-			return outcome{Err: errClass(err)}
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return outcome{Status: resp.StatusCode, Body: string(b), Extra: fmt.Sprintf("uncompressed=%v", resp.Uncompressed)}
+		return outcomeAnd(resp, err, func(resp *http.Response) string { return fmt.Sprintf("uncompressed=%v", resp.Uncompressed) })
 	}})
 	add(scenario{name: "redirect via Client", run: func(t *testing.T, mk makeRT) outcome {
 		rt := mk(nil)
@@ -441,12 +446,7 @@ func scenarios() []scenario {
 		})
 		req, _ := http.NewRequest("GET", srv.URL, nil)
 		resp, err := rt.RoundTrip(req)
-		if err != nil {
-			return outcome{Err: errClass(err)}
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return outcome{Status: resp.StatusCode, Body: string(b), Extra: resp.Trailer.Get("X-Sum")}
+		return outcomeAnd(resp, err, func(resp *http.Response) string { return resp.Trailer.Get("X-Sum") })
 	}})
 	add(scenario{name: "1xx Early Hints", run: func(t *testing.T, mk makeRT) outcome {
 		rt := mk(nil)
@@ -598,12 +598,7 @@ func scenarios() []scenario {
 		rt := mk(tlsBase(srv.Server))
 		req, _ := http.NewRequest("GET", srv.URL, nil)
 		resp, err := rt.RoundTrip(req)
-		if err != nil {
-			return outcome{Err: errClass(err)}
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return outcome{Status: resp.StatusCode, Body: string(b), Extra: fmt.Sprintf("proto %s tls %v", resp.Proto, resp.TLS != nil)}
+		return outcomeAnd(resp, err, func(resp *http.Response) string { return fmt.Sprintf("proto %s tls %v", resp.Proto, resp.TLS != nil) })
 	}})
 	return append(s, moreScenarios()...)
 }
@@ -700,12 +695,9 @@ func moreScenarios() []scenario {
 		rt := mk(func(b *http.Transport) { b.Proxy = http.ProxyURL(pu) })
 		req, _ := http.NewRequest("GET", srv.URL, nil)
 		resp, err := rt.RoundTrip(req)
-		if err != nil {
-			return outcome{Err: errClass(err)}
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return outcome{Status: resp.StatusCode, Body: string(b), Extra: fmt.Sprintf("via %s, proxy saw %d", resp.Header.Get("Via"), seen.Load())}
+		return outcomeAnd(resp, err, func(resp *http.Response) string {
+			return fmt.Sprintf("via %s, proxy saw %d", resp.Header.Get("Via"), seen.Load())
+		})
 	}})
 	add(scenario{name: "proxy per request by context", run: func(t *testing.T, mk makeRT) outcome {
 		srv := plainServer(t, text("origin"))
