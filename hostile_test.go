@@ -610,3 +610,18 @@ func twoDatagramDNS(t *testing.T, replies func(q *dns.Msg) [][]byte) *fakeDNS {
 	})
 	return f
 }
+
+// A size a server states bounds nothing: Content-Lengths of 2^62 do not
+// overflow the origin's mean into a negative prediction, nor swamp it.
+func TestHostileSizesStayBounded(t *testing.T) {
+	c := &sizeCache{max: 16}
+	c.put(objectKey{"o", "/a"}, 1<<62)
+	c.put(objectKey{"o", "/b"}, 1<<62)
+	c.put(objectKey{"o", "/c"}, 1000)
+	n, src := c.predict(objectKey{"o", "/new"})
+	assert.Equal(t, SizeFromOrigin, src)
+	assert.Positive(t, n, "no overflow")
+	assert.LessOrEqual(t, n, int64(maxSizeEstimate), "bounded by our own setting")
+	n, _ = c.predict(objectKey{"o", "/a"})
+	assert.EqualValues(t, int64(maxSizeEstimate), n)
+}

@@ -41,7 +41,12 @@ type originSizes struct {
 }
 
 const (
-	originSamples = 32
+	// maxSizeEstimate bounds a size taken from a server (a Content-Length,
+	// a body's length) for estimates: a server's 2^62 would otherwise make
+	// sums of them overflow, and one bogus size swamp an origin's mean or a
+	// path's backlog. Nothing is allocated from sizes.
+	maxSizeEstimate = 1 << 40
+	originSamples   = 32
 	// maxSizeOrigins bounds the origins remembered; past it the memory
 	// starts afresh.
 	maxSizeOrigins = 256
@@ -85,6 +90,7 @@ func (c *sizeCache) put(k objectKey, size int64) {
 	if c.max <= 0 || size < 0 {
 		return
 	}
+	size = min(size, maxSizeEstimate)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sizes == nil {

@@ -614,7 +614,7 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 			t.sizes.put(object, resp.ContentLength)
 		}
 		if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil && resp.Body != http.NoBody {
-			if cl := resp.ContentLength; cl >= 0 && cl != expect {
+			if cl := min(resp.ContentLength, maxSizeEstimate); cl >= 0 && cl != expect {
 				// The headers tell what the body owes: the path's backlog is
 				// now known, for the decisions made while it arrives.
 				e.addPending(cl - expect)
