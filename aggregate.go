@@ -509,7 +509,7 @@ func (b *aggBody) receive(c *chunk, a *aggPath, body io.ReadCloser, from int64, 
 
 // Retrying failed ranges: a range is asked for at most maxRangeAttempts
 // times, after a backoff doubling from rangeRetryBackoff; a path is out
-// of the download when it went down, or after maxPathFailures failures in
+// of the download when it went down (or cannot be asked), or after maxPathFailures failures in
 // a row (a fetch that delivers bytes ends a row). A range GET is
 // idempotent and the If-Range validator keeps every answer to one version,
 // so sending it again is safe (net/http retries idempotent requests too,
@@ -547,7 +547,10 @@ func (b *aggBody) fail(c *chunk, a *aggPath, dup bool, err error) {
 	case dup: // the primary fetch goes on
 	default:
 		if a != nil {
-			if a.failures++; a.failures >= maxPathFailures || errors.Is(err, ErrPathDown) {
+			// A path that went down, or that its own range request could not
+			// even be placed on (no permitted path: it is down or gone), is
+			// out at once; other failures count, in a row.
+			if a.failures++; a.failures >= maxPathFailures || errors.Is(err, ErrPathDown) || errors.Is(err, ErrNoPath) {
 				a.dead = err
 			}
 		}
