@@ -612,7 +612,7 @@ func twoDatagramDNS(t *testing.T, replies func(q *dns.Msg) [][]byte) *fakeDNS {
 }
 
 // A size a server states bounds nothing: Content-Lengths of 2^62 do not
-// overflow the origin's mean into a negative prediction, nor swamp it.
+// overflow a prediction into a negative one, nor stand in it unbounded.
 func TestHostileSizesStayBounded(t *testing.T) {
 	c := &sizeCache{max: 16}
 	c.put(objectKey{"o", "/a"}, 1<<62)

@@ -79,15 +79,15 @@ func (c *core) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant, step
 		cands = append(cands, cand)
 	}
 	sc.cands = cands
-	var originMean int64
+	var originTypical int64
 	if w.sizeOrigin != "" && c.originSize != nil {
-		if mean, ok := c.originSize(w.sizeOrigin); ok {
+		if typical, ok := c.originSize(w.sizeOrigin); ok {
 			// What the responses since the request came teach.
-			originMean = mean
-			w.in.SizeToBeReceived, w.sizeSource = mean, SizeFromOrigin
+			originTypical = typical
+			w.in.SizeToBeReceived, w.sizeSource = typical, SizeFromOrigin
 		}
 	}
-	queued := c.queue.bytesFor(w, originMean)
+	queued := c.queue.bytesFor(w, originTypical)
 
 	c.mu.Unlock()
 	d, err := c.m.decide(w.ctx, query{in: &w.in, sizeSource: w.sizeSource, dest: w.dest, loopback: w.loopback, cands: cands, skip: w.skip, queued: queued}, sc.choices)

@@ -151,7 +151,7 @@ type core struct {
 	// RTT (see measureOthers). Its runs end by close.
 	measure   func(ctx context.Context, p *Path, dest Destination)
 	measuring sync.WaitGroup
-	// originSize, if set, is the mean size of an origin's recent
+	// originSize, if set, is the median size of an origin's recent
 	// responses (see connRequest.sizeOrigin). It takes a lock of its own:
 	// never one of the pool's.
 	originSize    func(origin string) (int64, bool)
@@ -285,7 +285,7 @@ type connRequest struct {
 	// the caller knows (a Transport, once per origin): decisions need not
 	// parse it each time.
 	loopback hostHint
-	// sizeOrigin, if set, names the origin whose mean response size
+	// sizeOrigin, if set, names the origin whose median response size
 	// (core.originSize) stands for the request's: looked up again at each
 	// decision, as the responses before it teach more.
 	sizeOrigin string

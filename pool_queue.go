@@ -149,14 +149,14 @@ func (q *waitQueue) waitingFor(e *entry, w *waiter) (n int, bytes int64) {
 
 // bytesFor is what the other waiters for w's destination expect to
 // receive, by their size hints: load still to come, which the policy may
-// weigh (see Request.Queued). originMean, if positive, stands for those
-// whose size is their origin's mean (waiter.sizeOrigin).
-func (q *waitQueue) bytesFor(w *waiter, originMean int64) int64 {
+// weigh (see Request.Queued). originTypical, if positive, stands for those
+// whose size is their origin's median (waiter.sizeOrigin).
+func (q *waitQueue) bytesFor(w *waiter, originTypical int64) int64 {
 	var n int64
 	for _, o := range q.ws {
 		if o != w && o.key == w.key {
-			if o.sizeOrigin != "" && originMean > 0 {
-				n += originMean
+			if o.sizeOrigin != "" && originTypical > 0 {
+				n += originTypical
 			} else {
 				n += max(o.in.SizeToBeReceived, 0)
 			}

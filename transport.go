@@ -30,7 +30,7 @@ import (
 //
 // Without a size hint in a GET's intents the Transport predicts one, so
 // that a policy such as EAF can place requests without the caller's help:
-// the last response size of the same URL, else the mean of the origin's
+// the last response size of the same URL, else the median of the origin's
 // recent responses, looked up again each time the request is decided
 // (DecisionInfo.SizeSource says which). Once a response's headers are in,
 // its Content-Length is what its connection and path are known to owe.
@@ -331,7 +331,7 @@ func (t *Transport) init() {
 	if t.sizes.max == 0 {
 		t.sizes.max = 4096
 	}
-	t.core.originSize = t.sizes.originMean
+	t.core.originSize = t.sizes.originSize
 	t.ready.Store(true)
 }
 
@@ -514,7 +514,7 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 	isGet := req.Method == http.MethodGet || req.Method == ""
 	var object objectKey  // the object, for the size cache; zero when size hints are not kept
 	var sizeSource string // where in.SizeToBeReceived came from
-	var sizeOrigin string // set if the origin's mean is what to expect, as it is when decided
+	var sizeOrigin string // set if the origin's median is what to expect, as it is when decided
 	if isGet && t.sizes.max > 0 {
 		object = objectKey{o.key, req.URL.RequestURI()}
 		// A size is predicted for a policy to weigh: without a Manager

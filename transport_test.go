@@ -336,11 +336,11 @@ func TestCountingBodySamplesOnlyAfterTheFirstRead(t *testing.T) {
 }
 
 // Without a size hint, a request expects what the last response to its URL
-// had, or else the mean of its origin's recent responses; the decision
+// had, or else the median of its origin's recent responses; the decision
 // trace says which.
 func TestTransportPredictsSizes(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sizes := map[string]int{"/a": 1000, "/b": 3000, "/c": 10}
+		sizes := map[string]int{"/a": 3000, "/b": 1000, "/c": 100_000, "/d": 10}
 		io.WriteString(w, strings.Repeat("x", sizes[r.URL.Path]))
 	}))
 	defer srv.Close()
@@ -359,9 +359,12 @@ func TestTransportPredictsSizes(t *testing.T) {
 		return s
 	}
 	assert.Equal(t, seen{0, ""}, ask("/a"), "nothing known yet")
-	assert.Equal(t, seen{1000, SizeFromOrigin}, ask("/b"), "a new URL: the origin's mean")
-	assert.Equal(t, seen{1000, SizeFromURL}, ask("/a"), "a URL seen before: its last size")
-	assert.Equal(t, seen{(1000 + 3000) / 2, SizeFromOrigin}, ask("/c"), "/a's same size again is no new sample")
+	assert.Equal(t, seen{3000, SizeFromOrigin}, ask("/b"), "a new URL: what the origin's one response had")
+	assert.Equal(t, seen{3000, SizeFromURL}, ask("/a"), "a URL seen before: its last size")
+	assert.Equal(t, seen{1000, SizeFromOrigin}, ask("/c"),
+		"of two sizes the smaller, not 3000: /a's same size again is no new sample")
+	assert.Equal(t, seen{3000, SizeFromOrigin}, ask("/d"),
+		"the median of 3000, 1000 and 100000: one large object does not make the next expect 34 kB")
 	var hinted seen
 	ctx := WithDecisionTrace(WithIntents(context.Background(), Intents{SizeToBeReceived: 77}), func(di DecisionInfo) {
 		hinted = seen{di.Intents.SizeToBeReceived, di.SizeSource}
