@@ -85,6 +85,49 @@ func ExampleDialer_withManager() {
 	// true [{loopback prohibited (prohibit=loopback)}]
 }
 
+// ListenPacket gives UDP protocols (QUIC, DNS, RTP) a socket on the path
+// the intents choose, bound to its interface and address. Here the peer is
+// this host, so the socket is on loopback, unless loopback is prohibited.
+func ExampleDialer_ListenPacket() {
+	echo, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		buf := make([]byte, 512)
+		n, from, err := echo.ReadFrom(buf)
+		if err == nil {
+			echo.WriteTo(buf[:n], from)
+		}
+	}()
+	m, err := intents.NewManager(intents.Config{NoWatch: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	d := intents.Dialer{Manager: m}
+	ctx := intents.WithIntents(context.Background(), intents.Intents{Category: intents.CategoryStream})
+	pc, err := d.ListenPacket(ctx, "udp4", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pc.Close()
+	pc.SetDeadline(time.Now().Add(5 * time.Second))
+	pc.WriteTo([]byte("ping"), echo.LocalAddr())
+	buf := make([]byte, 512)
+	n, _, err := pc.ReadFrom(buf)
+	fmt.Println(string(buf[:n]), err)
+
+	ctx = intents.WithIntents(ctx, intents.Intents{
+		Types: map[intents.InterfaceType]intents.Level{intents.TypeLoopback: intents.LevelProhibit}})
+	_, err = d.ListenPacket(ctx, "udp4", "127.0.0.1:0")
+	fmt.Println(errors.Is(err, intents.ErrNoPath))
+	// Output:
+	// ping <nil>
+	// true
+}
+
 // Intents parse from, and print as, a compact text form for flags and
 // environment variables.
 func ExampleParseIntents() {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/ipv4"
 
 	"github.com/sockintents/intents"
 	"github.com/sockintents/intents/internal/testbed"
@@ -42,6 +43,7 @@ type twoPaths struct {
 	tb   *testbed.Testbed
 	dns  []*testbed.DNSServer
 	echo *echoServer
+	udp  *echoServer // on UDP port echoPort
 	web  *testbed.WebServer
 }
 
@@ -72,7 +74,10 @@ func setupTwoPaths(t *testing.T) *twoPaths {
 	}
 	require.NoError(t, tp.tb.Server.Do(func() error {
 		var err error
-		tp.echo, err = startEcho(t, ":"+echoPort)
+		if tp.echo, err = startEcho(t, ":"+echoPort); err != nil {
+			return err
+		}
+		tp.udp, err = startUDPEcho(t, ":"+echoPort)
 		return err
 	}))
 	return tp
@@ -202,6 +207,12 @@ func TestNetnsTwoPaths(t *testing.T) {
 		for _, c := range tp.web.Conns()[n:] {
 			assert.NotEqual(t, "10.71.2.1", c.Remote.Addr().String(), "nothing from the prohibited path")
 		}
+	})
+	t.Run("UDP: a dial and a packet socket on the chosen path, prohibitions held", func(t *testing.T) {
+		n := tp.udp.accepted()
+		tp.run(t, "udp")
+		assert.Equal(t, []string{"10.71.2.1 -> " + webAddr2, "10.71.2.1 -> " + webAddr1}, tp.udp.since(n),
+			"the dial and the packet socket both on path 2, nothing after the prohibition")
 	})
 	t.Run("LookupEndpoints", func(t *testing.T) {
 		n := tp.echo.accepted()
@@ -390,6 +401,45 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 		resp2.Body.Close()
 		assert.EqualValues(t, 1, tr.Stats()["p2"].Dials)
 
+	case "udp":
+		m := explicit(t, true)
+		d := intents.Dialer{Manager: m}
+		conn, err := d.DialContext(prefer("p2"), "udp", "www.test:"+echoPort)
+		require.NoError(t, err)
+		defer conn.Close()
+		p, _ := intents.PathOf(conn)
+		require.NotNil(t, p)
+		assert.Equal(t, "p2", p.Name)
+		require.NoError(t, conn.SetDeadline(time.Now().Add(5*time.Second)))
+		_, err = conn.Write([]byte("hello"))
+		require.NoError(t, err)
+		buf := make([]byte, 100)
+		n, err := conn.Read(buf)
+		require.NoError(t, err)
+		assert.Equal(t, "10.71.2.1 -> "+webAddr2, string(buf[:n]))
+
+		pc, err := d.ListenPacket(prefer("p2"), "udp", ":0")
+		require.NoError(t, err)
+		defer pc.Close()
+		on, ok := pc.(*intents.PacketConn)
+		require.True(t, ok, "%T", pc)
+		assert.Equal(t, "p2", on.Path().Name)
+		assert.Equal(t, intents.BindInterface, on.Binding())
+		assert.Equal(t, "10.71.2.1", netip.MustParseAddrPort(pc.LocalAddr().String()).Addr().String())
+		require.NoError(t, pc.SetDeadline(time.Now().Add(5*time.Second)))
+		_, err = pc.WriteTo([]byte("hello"), net.UDPAddrFromAddrPort(netip.MustParseAddrPort(webAddr1+":"+echoPort)))
+		require.NoError(t, err)
+		n, _, err = pc.ReadFrom(buf)
+		require.NoError(t, err)
+		assert.Equal(t, "10.71.2.1 -> "+webAddr1, string(buf[:n]), "path 2, whatever the routing table says of host 1")
+
+		setLink(t, m, "p2", false)
+		noP1 := intents.WithIntents(ctx, intents.Intents{Interfaces: map[string]intents.Level{"p1": intents.LevelProhibit}})
+		_, err = d.ListenPacket(noP1, "udp", ":0")
+		assert.ErrorIs(t, err, intents.ErrNoPath, "p1 prohibited, p2 down")
+		_, err = d.DialContext(noP1, "udp", webAddr1+":"+echoPort)
+		assert.ErrorIs(t, err, intents.ErrNoPath)
+
 	case "endpoints":
 		r := explicit(t, false).Resolver()
 		eps, err := r.LookupEndpoints(prefer("p2"), "tcp", "www.test", "http-alt")
@@ -497,6 +547,44 @@ func (e *echoServer) since(n int) []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]string(nil), e.log[n:]...)
+}
+
+// startUDPEcho answers each datagram with "REMOTE-IP -> LOCAL-IP" and logs
+// it; it listens on each of the server's addresses to know the local one.
+func startUDPEcho(t *testing.T, addr string) (*echoServer, error) {
+	e := &echoServer{}
+	pc, err := net.ListenPacket("udp4", addr)
+	if err != nil {
+		return nil, err
+	}
+	// IP_PKTINFO tells which of the namespace's addresses a datagram was for.
+	p4 := ipv4.NewPacketConn(pc)
+	if err := p4.SetControlMessage(ipv4.FlagDst, true); err != nil {
+		pc.Close()
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 1500)
+		for {
+			_, cm, from, err := p4.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			remote := netip.MustParseAddrPort(from.String()).Addr()
+			line := fmt.Sprintf("%s -> %s", remote, cm.Dst)
+			e.mu.Lock()
+			e.log = append(e.log, line)
+			e.mu.Unlock()
+			_, _ = p4.WriteTo([]byte(line), &ipv4.ControlMessage{Src: cm.Dst}, from)
+		}
+	}()
+	t.Cleanup(func() {
+		pc.Close()
+		<-done
+	})
+	return e, nil
 }
 
 func startEcho(t *testing.T, addr string) (*echoServer, error) {
