@@ -13,11 +13,13 @@ import (
 	"github.com/sockintents/intents/internal/sockopt"
 )
 
-// PacketConn is a packet socket on a chosen path, as Dialer.ListenPacket
+// PacketConn is a UDP socket on a chosen path, as Dialer.ListenPacket
 // returns it: QUIC, DNS, RTP or a game's datagrams sent through it leave
-// by that path's interface, from its address.
+// by that path's interface, from its address. It is a *net.UDPConn, with
+// all its methods (quic-go looks for ReadMsgUDP, SetReadBuffer and
+// SyscallConn to use ECN, GSO and larger buffers).
 type PacketConn struct {
-	net.PacketConn
+	*net.UDPConn
 	path    *Path
 	binding Binding
 }
@@ -28,16 +30,6 @@ func (c *PacketConn) Path() *Path { return c.path }
 // Binding says how: to the interface, or (where the OS has no interface
 // binding, or it is not permitted) to the path's address only.
 func (c *PacketConn) Binding() Binding { return c.binding }
-
-// SyscallConn returns the socket's raw connection, as *net.UDPConn's does,
-// for socket options (quic-go sets its buffers and ECN through it).
-func (c *PacketConn) SyscallConn() (syscall.RawConn, error) {
-	sc, ok := c.PacketConn.(syscall.Conn)
-	if !ok {
-		return nil, errors.ErrUnsupported
-	}
-	return sc.SyscallConn()
-}
 
 // ListenPacket opens a packet socket on the local address on the path
 // chosen for the intents in ctx: a UDP socket bound to the path's
@@ -168,7 +160,7 @@ func (d *Dialer) listenPath(ctx context.Context, network string, ip netip.Addr, 
 	if err != nil {
 		return nil, err
 	}
-	return &PacketConn{PacketConn: pc, path: p, binding: binding}, nil
+	return &PacketConn{UDPConn: pc.(*net.UDPConn), path: p, binding: binding}, nil
 }
 
 // listenAddrOn is the address to bind on p for a socket on network asking

@@ -4,12 +4,21 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// A PacketConn is a *net.UDPConn to those who look for its methods, as
+// quic-go does for ECN, GSO and buffer sizes.
+var _ interface {
+	SyscallConn() (syscall.RawConn, error)
+	ReadMsgUDP(b, oob []byte) (n, oobn, flags int, addr *net.UDPAddr, err error)
+	SetReadBuffer(int) error
+} = (*PacketConn)(nil)
 
 // udpEcho answers each datagram with the address it came from.
 func udpEcho(t *testing.T) net.Addr {
