@@ -343,21 +343,21 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 			break
 		}
 	}
-	return nil, dialError(network, errs)
+	return nil, pathsError("dial", network, errs)
 }
 
-// dialError is the error of a dial whose every path failed: the one path's
-// error, or every path's, tagged with its path and joined (as sing-box's
-// dialParallelInterface keeps them), as a *net.OpError. Its Source and
-// Addr are the first failed connection's, as net's dialSerial reports the
-// first address's error.
-func dialError(network string, errs []*PathError) error {
+// pathsError is the error of a dial (or listen: op) whose every path
+// failed: the one path's error, or every path's, tagged with its path and
+// joined (as sing-box's dialParallelInterface keeps them), as a
+// *net.OpError. Its Source and Addr are the first failed connection's, as
+// net's dialSerial reports the first address's error.
+func pathsError(op, network string, errs []*PathError) error {
 	err := pathErrors(errs)
 	var oe *net.OpError
 	if len(errs) == 1 && errors.As(err, &oe) {
 		return err
 	}
-	out := &net.OpError{Op: "dial", Net: network, Err: err}
+	out := &net.OpError{Op: op, Net: network, Err: err}
 	for _, pe := range errs {
 		if errors.As(pe.Err, &oe) && oe.Addr != nil {
 			out.Source, out.Addr = oe.Source, oe.Addr
@@ -631,13 +631,7 @@ func (pd pathDial) one(ctx context.Context, remote netip.AddrPort) (net.Conn, er
 	nd.LocalAddr = localAddr(network, local)
 	fastOpen := d.FastOpen && strings.HasPrefix(network, "tcp") && !nd.MultipathTCP()
 	nd.Control = nil
-	nd.ControlContext = chainControl(func(ctx context.Context, nw, _ string, c syscall.RawConn) error {
-		err := sockopt.BindToInterface(c, p.Index, p.Name, strings.HasSuffix(nw, "6"))
-		if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, syscall.EPERM) {
-			binding = BindSource
-		} else if err != nil {
-			return err
-		}
+	nd.ControlContext = d.pathControl(p, &binding, func(nw string, c syscall.RawConn) {
 		if strings.HasPrefix(nw, "tcp") {
 			// An optimisation only: without it the port is chosen at bind().
 			_ = sockopt.BindAddressNoPort(c)
@@ -646,9 +640,7 @@ func (pd pathDial) one(ctx context.Context, remote netip.AddrPort) (net.Conn, er
 			// Without it the connection is an ordinary one: not an error.
 			_ = sockopt.FastOpenConnect(c)
 		}
-		d.markDSCP(ctx, nw, c)
-		return nil
-	}, d.Control, d.ControlContext)
+	})
 	start := time.Now()
 	c, err := nd.DialContext(ctx, network, remote.String())
 	if err != nil {
@@ -665,6 +657,26 @@ func (pd pathDial) one(ctx context.Context, remote netip.AddrPort) (net.Conn, er
 		}
 	}
 	return &Conn{Conn: c, path: p, binding: binding}, nil
+}
+
+// pathControl is the ControlContext of a socket on p: bound to p's
+// interface (to its address only, which *binding then says, where the OS
+// has no interface binding or refuses it), then more's options (if any),
+// the intents' DSCP, and the caller's Control or ControlContext.
+func (d *Dialer) pathControl(p *Path, binding *Binding, more func(network string, c syscall.RawConn)) controlFunc {
+	return chainControl(func(ctx context.Context, nw, _ string, c syscall.RawConn) error {
+		err := sockopt.BindToInterface(c, p.Index, p.Name, strings.HasSuffix(nw, "6"))
+		if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, syscall.EPERM) {
+			*binding = BindSource
+		} else if err != nil {
+			return err
+		}
+		if more != nil {
+			more(nw, c)
+		}
+		d.markDSCP(ctx, nw, c)
+		return nil
+	}, d.Control, d.ControlContext)
 }
 
 // probeRTT connects to dest through p and closes the connection at once:

@@ -214,7 +214,7 @@ func TestDialErrorOfSeveralPaths(t *testing.T) {
 			Addr: net.TCPAddrFromAddrPort(netip.MustParseAddrPort(dst)), Err: syscall.ECONNREFUSED}
 	}
 	noAddr := errors.New("no address of the path's families")
-	err := dialError("tcp", []*PathError{
+	err := pathsError("dial", "tcp", []*PathError{
 		{Path: "wifi", Err: noAddr},
 		{Path: "lte", Err: refused("10.1.0.2:0", "192.0.2.7:443")},
 		{Path: "eth", Err: refused("10.2.0.2:0", "192.0.2.7:443")},

@@ -2,15 +2,11 @@ package intents
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
-	"strings"
 	"syscall"
-
-	"github.com/sockintents/intents/internal/sockopt"
 )
 
 // PacketConn is a UDP socket on a chosen path, as Dialer.ListenPacket
@@ -50,15 +46,12 @@ func (c *PacketConn) Binding() Binding { return c.binding }
 // *net.OpError; when no path is permitted, its Err is a *NoPathError.
 func (d *Dialer) ListenPacket(ctx context.Context, network, address string) (net.PacketConn, error) {
 	in, _ := FromContext(ctx)
-	lc := net.ListenConfig{Control: d.Control}
-	if d.ControlContext != nil || d.MarkDSCP {
-		lc.Control = func(nw, addr string, c syscall.RawConn) error {
-			return chainControl(func(ctx context.Context, nw, _ string, c syscall.RawConn) error {
-				d.markDSCP(ctx, nw, c)
-				return nil
-			}, d.Control, d.ControlContext)(ctx, nw, addr, c)
-		}
-	}
+	// The system's socket, for other networks and system routing: the
+	// caller's Control and the intents' DSCP, as a dial has them.
+	lc := listenConfig(ctx, chainControl(func(ctx context.Context, nw, _ string, c syscall.RawConn) error {
+		d.markDSCP(ctx, nw, c)
+		return nil
+	}, d.Control, d.ControlContext))
 	switch network {
 	case "udp", "udp4", "udp6":
 	default:
@@ -104,12 +97,15 @@ func (d *Dialer) ListenPacket(ctx context.Context, network, address string) (net
 			break
 		}
 	}
-	err = pathErrors(errs)
-	var oe *net.OpError
-	if len(errs) == 1 && errors.As(err, &oe) {
-		return nil, err
-	}
-	return nil, &net.OpError{Op: "listen", Net: network, Err: err}
+	return nil, pathsError("listen", network, errs)
+}
+
+// listenConfig is a net.ListenConfig whose sockets get cc with ctx
+// (ListenConfig has no ControlContext).
+func listenConfig(ctx context.Context, cc controlFunc) net.ListenConfig {
+	return net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
+		return cc(ctx, network, address, c)
+	}}
 }
 
 // splitListenAddr parses a local address: an IP literal or nothing, and a
@@ -140,18 +136,7 @@ func (d *Dialer) listenPath(ctx context.Context, network string, ip netip.Addr, 
 		return nil, &net.OpError{Op: "listen", Net: network, Err: err}
 	}
 	binding := BindInterface
-	lc := net.ListenConfig{Control: func(nw, addr string, c syscall.RawConn) error {
-		return chainControl(func(ctx context.Context, nw, _ string, c syscall.RawConn) error {
-			err := sockopt.BindToInterface(c, p.Index, p.Name, strings.HasSuffix(nw, "6"))
-			if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, syscall.EPERM) {
-				binding = BindSource
-			} else if err != nil {
-				return err
-			}
-			d.markDSCP(ctx, nw, c)
-			return nil
-		}, d.Control, d.ControlContext)(ctx, nw, addr, c)
-	}}
+	lc := listenConfig(ctx, d.pathControl(p, &binding, nil))
 	nw := "udp4"
 	if local.Is6() {
 		nw = "udp6"
