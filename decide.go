@@ -287,6 +287,10 @@ type DecisionInfo struct {
 	Choices    []Choice    // what was decided, best first
 	Reason     string      // the policy's reason
 	Err        error       // why nothing could be chosen, if so
+	// Moving, if set, is the connection a response arrives on, and the
+	// decision is whether to move it (see Mover): Choices then hold the
+	// new connection it moves to, or nothing if it stays.
+	Moving *Candidate
 }
 
 type traceKey struct{}

@@ -29,6 +29,29 @@ type Policy interface {
 	Decide(req *Request, d *Decision)
 }
 
+// A Mover is a Policy that may also move a response to another path once
+// its headers show it far larger than the size its connection was chosen
+// for: a size predicted before any of it was known (a Transport's guess
+// from the origin's earlier responses) places a large object as a small
+// one, on the path with the shortest round trip, which may be the one
+// that will take longest to carry it. The Transport asks Move then; if it
+// names another path, the response is abandoned unread (its connection is
+// closed, and a new connection on that path takes its place in the pool's
+// limits) and the request is sent again there, so the caller gets the
+// second response, whole and of one version. Only a GET without a body is
+// moved, only from an HTTP/1 connection bound to a path, and only once.
+// Policies that do not implement Mover never move anything.
+type Mover interface {
+	Policy
+	// Move returns the path to fetch the response on instead, or nil to
+	// keep it where it is, and why. req is as for Decide, with
+	// Intents.SizeToBeReceived the response's length; from is the
+	// connection it arrives on (one of req.Candidates), the response
+	// counted in its Pending. Move is called as Decide is, and must be
+	// as safe.
+	Move(req *Request, from *Candidate) (to *Path, reason string)
+}
+
 // PolicyFunc adapts a function to the Policy interface.
 type PolicyFunc func(req *Request, d *Decision)
 
@@ -66,6 +89,11 @@ type Candidate struct {
 	// before a new one's turn (HTTP/1.1 carries one request at a time).
 	Waiting      int
 	WaitingBytes int64
+	// Rate, on the connection a Mover is asked about, is the rate in
+	// bits/s at which its response has arrived so far, over a few round
+	// trips at least (0: not measured yet): what it will likely get while
+	// the path's load stays as it is.
+	Rate int64
 }
 
 // Request is one decision's input.

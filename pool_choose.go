@@ -223,7 +223,7 @@ func (c *core) applyNew(w *waiter, ch Choice, first bool, now time.Time) (grant,
 		return grant{}, stepNext // at a limit: a later choice may still reuse something
 	}
 	size := max(w.in.SizeToBeReceived, 0)
-	return grant{slot: c.takeDialSlot(w, ch, size), size: size}, stepGranted
+	return grant{slot: c.takeDialSlot(w.key, w.dest, w.permitted, ch, size), size: size}, stepGranted
 }
 
 // replaceIdleFor is the case of a policy that prefers a new connection on

@@ -230,13 +230,13 @@ type dialKey struct {
 	path *Path
 }
 
-// takeDialSlot counts a new dial for w on ch.Path, under c.mu.
-func (c *core) takeDialSlot(w *waiter, ch Choice, size int64) dialSlot {
-	c.dialing[dialKey{w.key, ch.Path}]++
+// takeDialSlot counts a new dial to key on ch.Path, under c.mu.
+func (c *core) takeDialSlot(key string, dest Destination, permitted []*Path, ch Choice, size int64) dialSlot {
+	c.dialing[dialKey{key, ch.Path}]++
 	c.total++
 	ch.Path.addActive(1)
 	ch.Path.addPending(size)
-	return dialSlot{key: w.key, dest: w.dest, path: ch.Path, choice: ch, size: size, permitted: w.permitted}
+	return dialSlot{key: key, dest: dest, path: ch.Path, choice: ch, size: size, permitted: permitted}
 }
 
 // endDial gives back the counts of s, under c.mu: all of them if the dial

@@ -16,6 +16,9 @@ const (
 	// SizeFromOrigin: the median of the origin's recent responses, for a
 	// URL not seen before (Transport): a page's objects are often alike.
 	SizeFromOrigin = "origin"
+	// SizeFromResponse: the Content-Length of the response arriving, less
+	// what has arrived (a decision whether to move it; see Mover).
+	SizeFromResponse = "response"
 )
 
 // sizeCache remembers response sizes as hints for later requests: each

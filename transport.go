@@ -222,6 +222,9 @@ type TransportPathStats struct {
 	Requests      int64
 	BytesReceived int64         // response body bytes read
 	ReceiveTime   time.Duration // time from the response headers to the end of each body read
+	// Moved counts the responses moved away from this path, to be fetched
+	// on another (see Mover).
+	Moved int64
 }
 
 // stdTransport is http.DefaultTransport as this package found it: a
@@ -549,14 +552,37 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 		return &clientConn{cc: cc, tls: h.tls}, h.raw, nil
 	}
 	trace := httptrace.ContextClientTrace(ctx)
+	// A request moving to a new connection has its place in the limits
+	// already (see Mover); it is not moved again.
+	moveSlot, moving := movingTo(ctx)
+	moved := moving
+	if moving {
+		defer func() {
+			if moving { // returned before the slot was used
+				t.core.undo(grant{slot: moveSlot})
+			}
+		}()
+	}
 	for attempt := 0; ; attempt++ {
 		if trace != nil && trace.GetConn != nil {
 			trace.GetConn(hostPort)
 		}
-		g, err := t.core.acquire(ctx, connRequest{key: key, dest: dest, in: in, sizeSource: sizeSource, sizeOrigin: sizeOrigin, loopback: loopbackHint(o.loopback)}, dial)
-		if err != nil {
-			closeBody(req)
-			return nil, err
+		var g grant
+		if moving {
+			moving = false
+			e, err := t.core.open(ctx, moveSlot, dial)
+			if err != nil && (ctx.Err() != nil || errors.Is(err, ErrPoolClosed)) {
+				closeBody(req)
+				return nil, err
+			}
+			// On a failed dial, as any request: where the policy says.
+			g = grant{e: e, size: moveSlot.size}
+		}
+		if g.e == nil {
+			if g, err = t.core.acquire(ctx, connRequest{key: key, dest: dest, in: in, sizeSource: sizeSource, sizeOrigin: sizeOrigin, loopback: loopbackHint(o.loopback)}, dial); err != nil {
+				closeBody(req)
+				return nil, err
+			}
 		}
 		e, reused := g.e, g.reused
 		cc := e.c.(*clientConn)
@@ -614,11 +640,26 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 			t.sizes.put(object, resp.ContentLength)
 		}
 		if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil && resp.Body != http.NoBody {
+			predicted := expect
 			if cl := min(resp.ContentLength, maxSizeEstimate); cl >= 0 && cl != expect {
 				// The headers tell what the body owes: the path's backlog is
 				// now known, for the decisions made while it arrives.
 				e.addPending(cl - expect)
 				expect = cl
+			}
+			var mc *moveCheck
+			if !moved && t.movable(req, resp, e, proxy != nil) {
+				mc = &moveCheck{t: t, key: key, dest: dest, in: in}
+				if cl := resp.ContentLength; cl >= 2*predicted && cl-predicted >= moveMinBytes {
+					// Placed as a far smaller object: the caller has none of
+					// it yet, so it is sent again, whole, if it moves.
+					if mctx, ok := mc.moveTo(ctx, e, cl, 0); ok {
+						e.addPending(-expect)
+						resp.Body.Close()
+						in.SizeToBeReceived = cl
+						return t.roundTripWith(req.WithContext(mctx), in)
+					}
+				}
 			}
 			cb := &countingBody{rc: resp.Body, t: t, e: e, start: time.Now()}
 			if object.origin != "" && resp.ContentLength < 0 && resp.StatusCode == http.StatusOK {
@@ -627,6 +668,9 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 			}
 			cb.expect.Store(expect)
 			resp.Body = cb
+			if mc != nil {
+				resp.Body = mc.body(req, resp, cb)
+			}
 		} else {
 			e.addPending(-expect)
 		}
@@ -642,7 +686,7 @@ func closeBody(req *http.Request) {
 
 // pathCounters are a Transport's counts on one path.
 type pathCounters struct {
-	requests, bytesReceived, receiveNanos atomic.Int64
+	requests, bytesReceived, receiveNanos, moved atomic.Int64
 }
 
 // counters returns p's counters: a lookup without a lock on every request.
@@ -681,7 +725,7 @@ func (t *Transport) Stats() map[string]TransportPathStats {
 	out := make(map[string]TransportPathStats, len(counted))
 	for name, pc := range counted {
 		out[name] = TransportPathStats{PathStats: pool[name], Requests: pc.requests.Load(),
-			BytesReceived: pc.bytesReceived.Load(), ReceiveTime: time.Duration(pc.receiveNanos.Load())}
+			BytesReceived: pc.bytesReceived.Load(), ReceiveTime: time.Duration(pc.receiveNanos.Load()), Moved: pc.moved.Load()}
 	}
 	for name, ps := range pool {
 		if _, ok := out[name]; !ok {

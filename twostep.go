@@ -2,12 +2,14 @@ package intents
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // twoStepApplies reports whether req may be split: a plain GET without a
@@ -91,7 +93,7 @@ func (t *Transport) twoStep(req *http.Request) (*http.Response, error) {
 		return t.plainAfter(req, resp2)
 	}
 	rest2 := &resumingBody{t: t, req: req, v: v, path: bodyPath(resp2.Body), rc: got2.body(resp2.Body),
-		pos: got2.first, end: got2.last, total: got2.total}
+		pos: got2.first, end: got2.last, total: got2.total, onDown: true}
 	return whole(&stitched{parts: []io.ReadCloser{resp1.Body, rest2}}), nil
 }
 
@@ -105,9 +107,10 @@ func bodyPath(rc io.ReadCloser) *Path {
 }
 
 // resumingBody reads the range [pos, end] of an object. When the path it
-// comes over goes down mid-way, it asks for the rest on another path, with
-// If-Range so the rest is of the same version; anything else ends it with
-// the error.
+// comes over goes down mid-way (onDown), it asks for the rest on another
+// path, with If-Range so the rest is of the same version; and when its
+// policy moves it (move, see Mover), on a new connection on the path the
+// policy names. Anything else ends it with the error.
 type resumingBody struct {
 	t               *Transport
 	req             *http.Request
@@ -116,16 +119,36 @@ type resumingBody struct {
 	rc              io.ReadCloser
 	pos, end, total int64
 	resumed         int
+	onDown          bool
+	// move, while set, is asked every moveCheckInterval whether the rest
+	// should move from e, the connection rc comes over; once moved, never
+	// again.
+	move *moveCheck
+	e    *entry
+	// The rate the body arrives at, from its first Read on (which
+	// returns what came with the headers).
+	firstRead time.Time
+	firstPos  int64
 }
 
 func (b *resumingBody) Read(p []byte) (int, error) {
 	for {
 		n, err := b.rc.Read(p)
 		b.pos += int64(n)
-		if err == nil || errors.Is(err, io.EOF) || !errors.Is(err, ErrPathDown) || b.pos > b.end {
+		if err == nil {
+			if b.move != nil && n > 0 {
+				b.maybeMove()
+			}
+			return n, nil
+		}
+		if errors.Is(err, io.EOF) || !b.onDown || !errors.Is(err, ErrPathDown) || b.pos > b.end {
 			return n, err
 		}
-		if rerr := b.resume(); rerr != nil {
+		in, _ := FromContext(b.req.Context())
+		if b.path != nil {
+			in = in.without(b.path)
+		}
+		if rerr := b.resume(WithIntents(b.req.Context(), in)); rerr != nil {
 			return n, errors.Join(err, rerr)
 		}
 		if n > 0 {
@@ -134,21 +157,42 @@ func (b *resumingBody) Read(p []byte) (int, error) {
 	}
 }
 
-// resume replaces the body by a request for the rest, avoiding the path
-// that went down.
-func (b *resumingBody) resume() error {
+// maybeMove moves the rest if it is due to be asked and the policy says
+// so. A move that then fails leaves the error for the next Read.
+func (b *resumingBody) maybeMove() {
+	now := time.Now()
+	if b.firstRead.IsZero() {
+		b.firstRead, b.firstPos = now, b.pos
+	}
+	left := b.end - b.pos + 1
+	if left < moveMinBytes || b.resumed > 0 || now.Before(b.move.next) {
+		return
+	}
+	var rate int64
+	if d := now.Sub(b.firstRead); d >= minRateSpan(b.e.path) {
+		rate = int64(float64(b.pos-b.firstPos) * 8 / d.Seconds())
+	}
+	ctx, ok := b.move.moveTo(b.req.Context(), b.e, left, rate)
+	if !ok {
+		return
+	}
+	b.move = nil
+	if err := b.resume(ctx); err != nil {
+		b.rc = errBody{fmt.Errorf("intents: moving the download to another path: %w", err)}
+	}
+}
+
+// resume replaces the body by a request, with ctx, for the rest.
+func (b *resumingBody) resume(ctx context.Context) error {
 	if b.resumed++; b.resumed > 3 || b.v.value == "" {
 		return errors.New("intents: cannot resume the download")
 	}
-	in, _ := FromContext(b.req.Context())
-	if b.path != nil {
-		in = in.without(b.path)
-	}
 	b.rc.Close()
 	b.rc = io.NopCloser(strings.NewReader(""))
+	in, _ := FromContext(ctx)
 	in.SizeToBeReceived = b.end - b.pos + 1
 	rest := byteRange{first: b.pos, last: b.end, total: b.total, v: b.v}
-	resp, err := b.t.roundTrip(rest.request(WithIntents(b.req.Context(), in), b.req))
+	resp, err := b.t.roundTrip(rest.request(WithIntents(ctx, in), b.req))
 	if err != nil {
 		return err
 	}
@@ -167,6 +211,12 @@ func (b *resumingBody) resume() error {
 	resp.Body.Close()
 	return err
 }
+
+// errBody is a body that fails every Read with err.
+type errBody struct{ err error }
+
+func (e errBody) Read([]byte) (int, error) { return 0, e.err }
+func (e errBody) Close() error             { return nil }
 
 func (b *resumingBody) Close() error { return b.rc.Close() }
 

@@ -18,6 +18,10 @@ import (
 // with the lowest RTT (reusing a free connection there if it can).
 //
 // The other options follow, in order of predicted arrival, as fallbacks.
+//
+// EAF is also an intents.Mover: a response that turns out far larger than
+// the size it was placed for, or that arrives far slower than another path
+// would carry it, moves there (see Move).
 type EAF struct {
 	Model
 }
@@ -55,6 +59,62 @@ func (e *EAF) Decide(req *intents.Request, d *intents.Decision) {
 		d.Choices = append(d.Choices, o.choice)
 	}
 	d.Reason = reason("eaf", req, opts)
+}
+
+// moveMargin is how much sooner a response must be predicted to arrive
+// elsewhere to be moved there: the model errs, and a move costs the bytes
+// already on their way and a connection's set-up.
+const moveMargin = 0.25
+
+// Move implements intents.Mover: a response moves if the whole of what it
+// still owes (req.Intents.SizeToBeReceived) would arrive sooner, by more
+// than a quarter, over a new connection on another path, set-up included,
+// than here: at the rate it has been arriving at (Candidate.Rate), or
+// before that is measured, sharing its path with the others' backlog (see
+// Model). So an object placed as a small one on a path that turns out
+// slow or loaded for it moves once its size and the paths are known.
+func (e *EAF) Move(req *intents.Request, from *intents.Candidate) (*intents.Path, string) {
+	size := float64(req.Intents.SizeToBeReceived)
+	i := slices.Index(req.Paths, from.Path)
+	if i < 0 || size <= 0 || len(req.Paths) < 2 {
+		return nil, "eaf: stays (nothing to weigh)"
+	}
+	var mbuf [16]pathModel
+	models := e.models(req.Paths, mbuf[:0])
+	here := models[i]
+	others := here
+	others.pending = max(here.pending-float64(from.Pending), 0)
+	others.active = max(here.active-1, 0)
+	stay := others.shared(size, here.transfer(size, here.iw+float64(from.BytesIn)))
+	if from.Rate > 0 {
+		// What it has been getting tells better than the model, whose
+		// estimate of the path may still be a guess.
+		stay = size * 8 / float64(from.Rate)
+	}
+	best, bestAt := -1, 0.0
+	for j, pm := range models {
+		if j == i {
+			continue
+		}
+		at := e.setupRTTs(true, req.Dest.TLS)*pm.rtt + pm.shared(size, pm.transfer(size, pm.iw))
+		if best < 0 || at < bestAt {
+			best, bestAt = j, at
+		}
+	}
+	var to *intents.Path
+	if bestAt < stay*(1-moveMargin) {
+		to = req.Paths[best]
+	}
+	if !req.Explain {
+		return to, "eaf"
+	}
+	verdict := "stays"
+	if to != nil {
+		verdict = "moves"
+	}
+	return to, "eaf: " + verdict + ": " + req.Paths[best].Name + " new predicted " + seconds(bestAt).Round(time.Millisecond).String() +
+		" vs " + from.Path.Name + " #" + strconv.FormatUint(from.ID, 10) + " " + seconds(stay).Round(time.Millisecond).String() +
+		" (" + strconv.FormatInt(req.Intents.SizeToBeReceived, 10) + " B to come)"
 }
 
 // sortByArrival sorts opts by predicted arrival, stably. A decision has a

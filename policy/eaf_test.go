@@ -376,3 +376,59 @@ func TestEAFSpreadsWithANewConnectionNotAWait(t *testing.T) {
 	assert.Nil(t, d.Choices[0].Reuse, "not a wait for the busy connection")
 	assert.Equal(t, p2, d.Choices[0].Path, "a new connection on the path below its share")
 }
+
+// EAF moves a response only where the hand computation says it arrives a
+// quarter sooner elsewhere, set-up included.
+func TestEAFMoveByHand(t *testing.T) {
+	p1, p2 := handPaths()
+	paths := []*intents.Path{p1, p2}
+	eaf := &EAF{}
+	req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 1e6}, Paths: paths, Explain: true}
+
+	// 1 MB alone on p1 (fresh): 20 ms + 985520 B / 1.25 MB/s = 808 ms
+	// against p2's 814 ms: it stays.
+	p1.Prior.Pending, p1.Prior.Active = 1e6, 1
+	from := &intents.Candidate{ID: 7, Path: p1, InFlight: 1, Pending: 1e6}
+	to, why := eaf.Move(req, from)
+	assert.Nil(t, to, why)
+	assert.Contains(t, why, "stays: p2 new predicted 814ms vs p1 #7 808ms")
+
+	// The same, but it has been arriving at 2 Mbit/s: 4 s to come, and it
+	// moves; at 20 Mbit/s, 400 ms, and it stays.
+	from.Rate = 2e6
+	to, why = eaf.Move(req, from)
+	assert.Equal(t, p2, to, why)
+	assert.Contains(t, why, "vs p1 #7 4s")
+	from.Rate = 20e6
+	to, why = eaf.Move(req, from)
+	assert.Nil(t, to, why)
+	from.Rate = 0
+
+	// Behind five others of 1 MB each: (5 + 1) MB / 1.25 MB/s = 4.8 s,
+	// and p2 has it in 814 ms: it moves.
+	p1.Prior.Pending, p1.Prior.Active = 6e6, 6
+	to, why = eaf.Move(req, from)
+	assert.Equal(t, p2, to, why)
+	assert.Contains(t, why, "moves: p2 new predicted 814ms vs p1 #7 4.8s")
+
+	// p2 loaded as much: (5 + 1) MB / 6.25 MB/s + 200 ms = 1.16 s is still
+	// sooner than 4.8 s by more than a quarter.
+	p2.Prior.Pending, p2.Prior.Active = 5e6, 5
+	to, why = eaf.Move(req, from)
+	assert.Equal(t, p2, to, why)
+	assert.Contains(t, why, "1.16s")
+
+	// 3 MB queued on p1 ahead: (3 + 1) MB / 1.25 = 3.2 s; p2 with 19 MB
+	// ahead: 0.2 + 20 / 6.25 = 3.4 s: it stays.
+	p1.Prior.Pending, p1.Prior.Active = 4e6, 4
+	p2.Prior.Pending, p2.Prior.Active = 19e6, 20
+	to, why = eaf.Move(req, from)
+	assert.Nil(t, to, why)
+
+	// Nowhere else to go, or nothing to weigh: it stays.
+	to, _ = eaf.Move(&intents.Request{Intents: req.Intents, Paths: []*intents.Path{p1}}, from)
+	assert.Nil(t, to)
+	to, _ = eaf.Move(&intents.Request{Paths: paths}, from)
+	assert.Nil(t, to)
+	var _ intents.Mover = eaf
+}

@@ -33,7 +33,7 @@ type Model struct {
 	// it weighs a path's backlog against another's longer RTT, and a guess
 	// far below the paths' real rates sends small objects to the slower
 	// path after a few on the faster one. A path with no capacity estimate
-	// while another has one borrows that one's.
+	// while another has one borrows that one's, if it is higher.
 	UnknownRTT       time.Duration
 	UnknownBandwidth int64
 	// Unpaced makes every slow-start round arrive at once, as from a sender
@@ -103,9 +103,11 @@ func (m *Model) path(p *intents.Path) pathModel {
 }
 
 // models returns the models of paths. A path with no capacity estimate
-// borrows the highest of the others, so that it is tried, and so measured,
-// rather than avoided for ever; so does a path whose capacity is only a
-// floor (Estimate.BandwidthFloor): small objects on a long RTT end in slow
+// borrows the highest of the others, or UnknownBandwidth if that is higher
+// (a slow path measured says nothing of an unmeasured one, and lent to it
+// would keep the page on the slow one), so that it is tried, and so
+// measured, rather than avoided for ever; a path whose capacity is only a
+// floor (Estimate.BandwidthFloor) borrows the highest: small objects on a long RTT end in slow
 // start and never show a path's capacity, and a policy that believed the
 // floor would starve the path. A path with no RTT estimate counts the
 // higher of UnknownRTT and the lowest measured: an RTT is learned without
@@ -131,7 +133,7 @@ func (m *Model) models(paths []*intents.Path, dst []pathModel) []pathModel {
 		if e.BandwidthFloor && e.Bandwidth > 0 {
 			e.Bandwidth = bestBW
 		}
-		dst = append(dst, m.pathWith(e, unknownRTT, bestBW))
+		dst = append(dst, m.pathWith(e, unknownRTT, max(bestBW, m.params().unknownBandwidth)))
 	}
 	return dst
 }

@@ -1,0 +1,297 @@
+package intents
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sockintents/intents/internal/testbed"
+)
+
+// scriptedMover reuses a free connection or opens one on first, and moves, when asked, to
+// whatever to holds.
+type scriptedMover struct {
+	first *Path
+	to    atomic.Pointer[Path]
+	mu    sync.Mutex
+	asked []string // "SIZE from PATH" per Move
+}
+
+func (s *scriptedMover) Decide(req *Request, d *Decision) {
+	for i := range req.Candidates {
+		if req.Candidates[i].Available > 0 {
+			d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
+		}
+	}
+	d.Choices = append(d.Choices, Choice{Path: s.first})
+	d.Reason = "scripted"
+}
+
+func (s *scriptedMover) Move(req *Request, from *Candidate) (*Path, string) {
+	s.mu.Lock()
+	s.asked = append(s.asked, strconv.FormatInt(req.Intents.SizeToBeReceived, 10)+" from "+from.Path.Name)
+	s.mu.Unlock()
+	return s.to.Load(), "scripted move"
+}
+
+func (s *scriptedMover) moves() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.asked...)
+}
+
+// movePaths is a Manager over two made-up paths, p1 and p2, with a
+// scriptedMover that places on p1 and moves to p2, and a Transport that
+// reaches srv whatever the path (the paths exist only in the pool's
+// books): requests go to move.test.
+func movePaths(t *testing.T, srv *httptest.Server) (*Transport, *scriptedMover, string) {
+	t.Helper()
+	p1 := &Path{Name: "p1", Up: true, Type: TypeWifi, Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.1")}}
+	p2 := &Path{Name: "p2", Up: true, Type: TypeCellular, Addrs: []netip.Addr{netip.MustParseAddr("198.51.100.1")}}
+	mover := &scriptedMover{first: p1}
+	mover.to.Store(p2)
+	m := loManager(t, mover)
+	paths := []*Path{p1, p2}
+	m.paths.Store(&paths)
+	addr := srv.Listener.Addr().String()
+	var d net.Dialer
+	base := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, network, addr)
+	}}
+	tr := &Transport{Manager: m, Base: base}
+	t.Cleanup(func() { tr.Close() })
+	_, port, _ := net.SplitHostPort(addr)
+	return tr, mover, "http://move.test:" + port
+}
+
+// checkEveryRead makes a body's move considered at each Read.
+func checkEveryRead(t *testing.T) {
+	d := moveCheckInterval
+	moveCheckInterval = 0
+	t.Cleanup(func() { moveCheckInterval = d })
+}
+
+// requestLog is what a test server saw: each request's Range, in order.
+type requestLog struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (l *requestLog) add(r *http.Request) {
+	l.mu.Lock()
+	l.got = append(l.got, r.URL.Path+" "+r.Header.Get("Range")+" "+r.Header.Get("If-Range"))
+	l.mu.Unlock()
+}
+
+func (l *requestLog) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.got...)
+}
+
+// A response whose headers show it far larger than predicted, and which
+// the policy moves, is sent again whole on a new connection on the path
+// the policy named, in the old connection's place in the limits: a request
+// queued behind it at the host's limit does not take that place first.
+func TestMoveAtTheHeaders(t *testing.T) {
+	const size = 300_000
+	var log requestLog
+	arrived, queued := make(chan struct{}), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		log.add(r)
+		if r.URL.Path == "/big" && len(log.all()) == 1 {
+			close(arrived)
+			<-queued // the other request waits at the limit now
+		}
+		// No validator, no Accept-Ranges: a move at the headers needs none.
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		io.Copy(w, io.LimitReader(testbed.NewObject(size), size))
+	}))
+	defer srv.Close()
+	tr, mover, base := movePaths(t, srv)
+	tr.MaxConnsPerHost = 1
+
+	var moving []*DecisionInfo
+	var queuedOnce sync.Once
+	var mu sync.Mutex
+	ctx := WithDecisionTrace(context.Background(), func(di DecisionInfo) {
+		mu.Lock()
+		defer mu.Unlock()
+		if di.Moving != nil {
+			moving = append(moving, &di)
+		}
+	})
+	otherCtx := WithDecisionTrace(context.Background(), func(di DecisionInfo) {
+		queuedOnce.Do(func() { close(queued) }) // decided: at the limit, it waits
+	})
+	bigDone := make(chan []byte)
+	go func() {
+		body, _ := get(t, tr, ctx, base+"/big")
+		bigDone <- []byte(body)
+	}()
+	<-arrived // the first request has the host's one connection
+	small, _ := get(t, tr, otherCtx, base+"/small")
+	big := <-bigDone
+	assert.Equal(t, testbed.ObjectSum(size), sha256.Sum256(big), "the whole object, once")
+	assert.Len(t, small, size)
+	assert.Equal(t, []string{"/big  ", "/big  ", "/small  "}, log.all(), "sent again whole, before the request queued behind it")
+	assert.Equal(t, []string{"300000 from p1"}, mover.moves())
+	st := tr.Stats()
+	assert.EqualValues(t, 1, st["p1"].Moved)
+	assert.EqualValues(t, 1, st["p1"].Requests)
+	assert.EqualValues(t, 2, st["p2"].Requests, "the moved one, and the one behind it on the same connection")
+	require.Len(t, moving, 1)
+	assert.Equal(t, SizeFromResponse, moving[0].SizeSource)
+	assert.Equal(t, mover.first, moving[0].Moving.Path)
+	assert.Equal(t, []Choice{{Path: mover.to.Load(), Fresh: true}}, moving[0].Choices)
+}
+
+// Mid-way a body moves with a range request for the rest, of the same
+// version (If-Range), on the path the policy names; the caller reads one
+// object, byte for byte.
+func TestMoveMidBody(t *testing.T) {
+	checkEveryRead(t)
+	const size = 1_000_003
+	var log requestLog
+	rest := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		log.add(r)
+		w.Header().Set("ETag", `"v1"`)
+		if r.Header.Get("Range") != "" {
+			close(rest)
+			http.ServeContent(w, r, "", time.Time{}, testbed.NewObject(size))
+			return
+		}
+		w.Header().Set("Accept-Ranges", "bytes")
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		io.CopyN(w, testbed.NewObject(size), 64<<10)
+		w.(http.Flusher).Flush()
+		select { // the rest comes from the range request
+		case <-rest:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	tr, mover, base := movePaths(t, srv)
+	ctx := WithIntents(context.Background(), Intents{SizeToBeReceived: size}) // as predicted: no move at the headers
+	body, _ := get(t, tr, ctx, base+"/obj")
+	assert.Equal(t, testbed.ObjectSum(size), sha256.Sum256([]byte(body)), "the whole object, byte for byte")
+	got := log.all()
+	require.Len(t, got, 2)
+	assert.Equal(t, "/obj  ", got[0])
+	var from int64
+	_, err := fmt.Sscanf(got[1], "/obj bytes=%d-1000002 \"v1\"", &from)
+	require.NoError(t, err, got[1])
+	assert.Positive(t, from)
+	assert.LessOrEqual(t, from, int64(64<<10))
+	assert.Equal(t, []string{strconv.FormatInt(size-from, 10) + " from p1"}, mover.moves(), "asked once, with what was left")
+	assert.EqualValues(t, 1, tr.Stats()["p1"].Moved)
+}
+
+// A body that moved is one version or an error: when the object changed
+// before its rest was asked for, the read fails with ErrObjectChanged and
+// no byte of the new version is handed out.
+func TestMoveNeverStitchesTwoVersions(t *testing.T) {
+	checkEveryRead(t)
+	const size = 200_000
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Range") != "" {
+			w.Header().Set("ETag", `"v2"`) // changed: If-Range makes it the whole new version
+			http.ServeContent(w, r, "", time.Time{}, strings.NewReader(strings.Repeat("x", size)))
+			return
+		}
+		w.Header().Set("ETag", `"v1"`)
+		w.Header().Set("Accept-Ranges", "bytes")
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		io.CopyN(w, testbed.NewObject(size), 64<<10)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // the client moves away
+	}))
+	defer srv.Close()
+	tr, mover, base := movePaths(t, srv)
+	req, err := http.NewRequestWithContext(WithIntents(context.Background(), Intents{SizeToBeReceived: size}), "GET", base+"/obj", nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	require.ErrorIs(t, err, ErrObjectChanged)
+	assert.Len(t, mover.moves(), 1, "it moved")
+	assert.Positive(t, len(got))
+	for i, b := range got { // nothing of the second version, all "x"
+		if b != testbed.ObjectByte(int64(i)) {
+			t.Fatalf("byte %d is not the first version's", i)
+		}
+	}
+}
+
+// Only what can be sent again safely, and fetched again exactly, moves: a
+// policy is not even asked about a POST, a request for a range, a response
+// other than a whole 200 with a length, or a small body; and mid-way only
+// a body with a strong validator from a server that takes byte ranges.
+func TestMoveOnlyWhatMay(t *testing.T) {
+	checkEveryRead(t)
+	const size = 200_000
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/chunked": // no length
+			w.(http.Flusher).Flush()
+		case "/small":
+			io.WriteString(w, strings.Repeat("s", 20_000))
+			return
+		case "/noranges": // a validator, but byte ranges not accepted
+			w.Header().Set("ETag", `"v1"`)
+			w.Header().Set("Content-Length", strconv.Itoa(size))
+		case "/weak": // byte ranges, but a weak validator
+			w.Header().Set("ETag", `W/"v1"`)
+			w.Header().Set("Accept-Ranges", "bytes")
+			w.Header().Set("Content-Length", strconv.Itoa(size))
+		default:
+			w.Header().Set("ETag", `"v1"`)
+			http.ServeContent(w, r, "", time.Time{}, testbed.NewObject(size))
+			return
+		}
+		io.CopyN(w, testbed.NewObject(size), size)
+	}))
+	defer srv.Close()
+	tr, mover, base := movePaths(t, srv)
+	hinted := WithIntents(context.Background(), Intents{SizeToBeReceived: size}) // no move at the headers
+	for _, c := range []struct {
+		name, method, path, rng string
+		ctx                     context.Context
+	}{
+		{"POST", "POST", "/obj", "", context.Background()},
+		{"a range asked for", "GET", "/obj", "bytes=0-", context.Background()},
+		{"no Content-Length", "GET", "/chunked", "", context.Background()},
+		{"a small body", "GET", "/small", "", context.Background()},
+		{"mid-way without byte ranges", "GET", "/noranges", "", hinted},
+		{"mid-way with a weak validator", "GET", "/weak", "", hinted},
+	} {
+		req, err := http.NewRequestWithContext(c.ctx, c.method, base+c.path, nil)
+		require.NoError(t, err)
+		if c.rng != "" {
+			req.Header.Set("Range", c.rng)
+		}
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err, c.name)
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err, c.name)
+		assert.Empty(t, mover.moves(), c.name)
+	}
+	assert.Zero(t, tr.Stats()["p1"].Moved)
+}

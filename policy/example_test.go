@@ -1,0 +1,29 @@
+package policy_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sockintents/intents"
+	"github.com/sockintents/intents/policy"
+)
+
+// A Transport asks EAF whether a response should move once its headers
+// show its size, and then while it arrives (see intents.Mover). Here a
+// 1 MB response arrives at 2 Mbit/s on a near path that five other
+// transfers load too; a new connection on the far, fast path would have
+// it in well under a second.
+func ExampleEAF_Move() {
+	near := &intents.Path{Name: "wlan0", Up: true,
+		Prior: intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 10e6, Pending: 6e6, Active: 6}}
+	far := &intents.Path{Name: "wwan0", Up: true, Prior: intents.Estimate{RTT: 100 * time.Millisecond, Bandwidth: 50e6}}
+	from := intents.Candidate{ID: 3, Path: near, InFlight: 1, Pending: 1e6, Rate: 2e6}
+	req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 1e6}, Paths: []*intents.Path{near, far},
+		Candidates: []intents.Candidate{from}, Explain: true}
+	to, why := (&policy.EAF{}).Move(req, &req.Candidates[0])
+	fmt.Println(to.Name)
+	fmt.Println(why)
+	// Output:
+	// wwan0
+	// eaf: moves: wwan0 new predicted 814ms vs wlan0 #3 4s (1000000 B to come)
+}
