@@ -64,7 +64,7 @@ func (m *Manager) mover() Mover {
 // moveTarget asks the policy whether the response arriving on from, with
 // in.SizeToBeReceived bytes still to come, should move, and where to: nil
 // to stay. It returns the paths the request may use too.
-func (m *Manager) moveTarget(ctx context.Context, in *Intents, dest Destination, cands []Candidate, from uint64) (*Path, []*Path) {
+func (m *Manager) moveTarget(ctx context.Context, in *Intents, dest Destination, cands []Candidate, queued int64, from uint64) (*Path, []*Path) {
 	mv := m.mover()
 	if mv == nil {
 		return nil, nil
@@ -76,7 +76,7 @@ func (m *Manager) moveTarget(ctx context.Context, in *Intents, dest Destination,
 		return nil, nil // its path is no longer permitted (gone down, say), or there is nowhere else
 	}
 	trace := decisionTrace(ctx, m)
-	req := Request{Intents: *in, Dest: dest, Paths: permitted, Candidates: shown, Explain: trace != nil}
+	req := Request{Intents: *in, Dest: dest, Paths: permitted, Candidates: shown, Queued: queued, Explain: trace != nil}
 	to, reason := mv.Move(&req, &shown[i])
 	if to == shown[i].Path || !slices.Contains(permitted, to) {
 		to = nil
@@ -93,8 +93,10 @@ func (m *Manager) moveTarget(ctx context.Context, in *Intents, dest Destination,
 	return to, permitted
 }
 
-// candidatesOf is the pool's connections to key as a policy sees them.
-func (c *core) candidatesOf(key string) []Candidate {
+// candidatesOf is the pool's connections to key as a policy sees them,
+// and what the requests waiting for key expect to receive (Request.Queued;
+// a byte at least for each).
+func (c *core) candidatesOf(key string) ([]Candidate, int64) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -105,7 +107,20 @@ func (c *core) candidatesOf(key string) []Candidate {
 		cand.Waiting, cand.WaitingBytes = c.queue.waitingFor(e, nil)
 		cands = append(cands, cand)
 	}
-	return cands
+	var queued int64
+	for _, w := range c.queue.ws {
+		if w.key != key {
+			continue
+		}
+		n := w.in.SizeToBeReceived
+		if w.sizeOrigin != "" && c.originSize != nil {
+			if typical, ok := c.originSize(w.sizeOrigin); ok {
+				n = typical
+			}
+		}
+		queued += max(n, 1)
+	}
+	return cands, queued
 }
 
 // moveSlot takes e out of the pool, closing it, and gives the place it
@@ -152,13 +167,13 @@ func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate int64) (co
 	mc.next = time.Now().Add(moveCheckInterval)
 	in := mc.in
 	in.SizeToBeReceived = left
-	cands := mc.t.core.candidatesOf(mc.key)
+	cands, queued := mc.t.core.candidatesOf(mc.key)
 	for i := range cands {
 		if cands[i].ID == e.id {
 			cands[i].Rate = rate
 		}
 	}
-	to, permitted := mc.t.Manager.moveTarget(ctx, &in, mc.dest, cands, e.id)
+	to, permitted := mc.t.Manager.moveTarget(ctx, &in, mc.dest, cands, queued, e.id)
 	if to == nil {
 		return nil, false
 	}
@@ -181,7 +196,9 @@ func (mc *moveCheck) body(req *http.Request, resp *http.Response, cb *countingBo
 	}
 	mc.next = time.Now().Add(moveCheckInterval)
 	n := resp.ContentLength
-	return &resumingBody{t: mc.t, req: req, v: v, path: cb.e.path, rc: cb, end: n - 1, total: n, move: mc, e: cb.e}
+	b := newResumingBody(mc.t, req, v, cb, cb.e.path, 0, n-1, n)
+	b.move, b.e = mc, cb.e
+	return b
 }
 
 // acceptsByteRanges reports whether h's Accept-Ranges lists "bytes".

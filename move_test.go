@@ -295,3 +295,39 @@ func TestMoveOnlyWhatMay(t *testing.T) {
 	}
 	assert.Zero(t, tr.Stats()["p1"].Moved)
 }
+
+// Close returns promptly, and a Read waiting for the rest of a moving body
+// with it, while the request for the rest is unanswered.
+func TestMoveCloseWhileMoving(t *testing.T) {
+	checkEveryRead(t)
+	const size = 200_000
+	asked := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Range") != "" {
+			close(asked)
+			<-r.Context().Done() // no answer: the client gives up
+			return
+		}
+		w.Header().Set("ETag", `"v1"`)
+		w.Header().Set("Accept-Ranges", "bytes")
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		io.CopyN(w, testbed.NewObject(size), 64<<10)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	tr, mover, base := movePaths(t, srv)
+	req, err := http.NewRequestWithContext(WithIntents(context.Background(), Intents{SizeToBeReceived: size}), "GET", base+"/obj", nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	read := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, resp.Body)
+		read <- err
+	}()
+	<-asked // the Read is in the move now, waiting for the rest's headers
+	require.NoError(t, resp.Body.Close())
+	assert.Error(t, <-read, "the Read ends with Close")
+	assert.Len(t, mover.moves(), 1)
+}

@@ -503,6 +503,17 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 
 // roundTripWith is roundTrip with req's intents read already.
 func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response, error) {
+	// A request moving to a new connection has its place in the limits
+	// already (see Mover); it is not moved again.
+	moveSlot, moving := movingTo(req.Context())
+	moved := moving
+	if moving {
+		defer func() {
+			if moving { // returned before the slot was used
+				t.core.undo(grant{slot: moveSlot})
+			}
+		}()
+	}
 	if req.URL == nil {
 		closeBody(req)
 		return nil, errors.New("intents: nil Request.URL")
@@ -552,17 +563,6 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 		return &clientConn{cc: cc, tls: h.tls}, h.raw, nil
 	}
 	trace := httptrace.ContextClientTrace(ctx)
-	// A request moving to a new connection has its place in the limits
-	// already (see Mover); it is not moved again.
-	moveSlot, moving := movingTo(ctx)
-	moved := moving
-	if moving {
-		defer func() {
-			if moving { // returned before the slot was used
-				t.core.undo(grant{slot: moveSlot})
-			}
-		}()
-	}
 	for attempt := 0; ; attempt++ {
 		if trace != nil && trace.GetConn != nil {
 			trace.GetConn(hostPort)

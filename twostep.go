@@ -8,7 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
+	"sync"
 	"time"
 )
 
@@ -92,8 +92,8 @@ func (t *Transport) twoStep(req *http.Request) (*http.Response, error) {
 		// asked: a plain GET, never a stitch.
 		return t.plainAfter(req, resp2)
 	}
-	rest2 := &resumingBody{t: t, req: req, v: v, path: bodyPath(resp2.Body), rc: got2.body(resp2.Body),
-		pos: got2.first, end: got2.last, total: got2.total, onDown: true}
+	rest2 := newResumingBody(t, req, v, got2.body(resp2.Body), bodyPath(resp2.Body), got2.first, got2.last, got2.total)
+	rest2.onDown = true
 	return whole(&stitched{parts: []io.ReadCloser{resp1.Body, rest2}}), nil
 }
 
@@ -129,11 +129,46 @@ type resumingBody struct {
 	// returns what came with the headers).
 	firstRead time.Time
 	firstPos  int64
+	// ctx carries the requests for the rest; Close cancels it, so that a
+	// Read waiting for one returns.
+	ctx  context.Context
+	stop context.CancelFunc
+	// mu guards rc and closed: Close may come from another goroutine
+	// while a Read waits or asks for the rest.
+	mu     sync.Mutex
+	closed bool
+}
+
+// newResumingBody reads rc, bytes pos to end of an object of total bytes
+// with validator v, which comes over path.
+func newResumingBody(t *Transport, req *http.Request, v validator, rc io.ReadCloser, path *Path, pos, end, total int64) *resumingBody {
+	ctx, stop := context.WithCancel(req.Context())
+	return &resumingBody{t: t, req: req, v: v, rc: rc, path: path, pos: pos, end: end, total: total, ctx: ctx, stop: stop}
+}
+
+func (b *resumingBody) body() io.ReadCloser {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rc
+}
+
+// setBody makes rc the body; if Close came first, it closes rc instead
+// and reports false.
+func (b *resumingBody) setBody(rc io.ReadCloser) bool {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		rc.Close()
+		return false
+	}
+	b.rc = rc
+	b.mu.Unlock()
+	return true
 }
 
 func (b *resumingBody) Read(p []byte) (int, error) {
 	for {
-		n, err := b.rc.Read(p)
+		n, err := b.body().Read(p)
 		b.pos += int64(n)
 		if err == nil {
 			if b.move != nil && n > 0 {
@@ -142,13 +177,16 @@ func (b *resumingBody) Read(p []byte) (int, error) {
 			return n, nil
 		}
 		if errors.Is(err, io.EOF) || !b.onDown || !errors.Is(err, ErrPathDown) || b.pos > b.end {
+			if errors.Is(err, io.EOF) {
+				b.stop() // nothing more to ask for
+			}
 			return n, err
 		}
-		in, _ := FromContext(b.req.Context())
+		in, _ := FromContext(b.ctx)
 		if b.path != nil {
 			in = in.without(b.path)
 		}
-		if rerr := b.resume(WithIntents(b.req.Context(), in)); rerr != nil {
+		if rerr := b.resume(WithIntents(b.ctx, in)); rerr != nil {
 			return n, errors.Join(err, rerr)
 		}
 		if n > 0 {
@@ -172,13 +210,13 @@ func (b *resumingBody) maybeMove() {
 	if d := now.Sub(b.firstRead); d >= minRateSpan(b.e.path) {
 		rate = int64(float64(b.pos-b.firstPos) * 8 / d.Seconds())
 	}
-	ctx, ok := b.move.moveTo(b.req.Context(), b.e, left, rate)
+	ctx, ok := b.move.moveTo(b.ctx, b.e, left, rate)
 	if !ok {
 		return
 	}
 	b.move = nil
 	if err := b.resume(ctx); err != nil {
-		b.rc = errBody{fmt.Errorf("intents: moving the download to another path: %w", err)}
+		b.setBody(errBody{fmt.Errorf("intents: moving the download to another path: %w", err)})
 	}
 }
 
@@ -187,8 +225,7 @@ func (b *resumingBody) resume(ctx context.Context) error {
 	if b.resumed++; b.resumed > 3 || b.v.value == "" {
 		return errors.New("intents: cannot resume the download")
 	}
-	b.rc.Close()
-	b.rc = io.NopCloser(strings.NewReader(""))
+	b.body().Close()
 	in, _ := FromContext(ctx)
 	in.SizeToBeReceived = b.end - b.pos + 1
 	rest := byteRange{first: b.pos, last: b.end, total: b.total, v: b.v}
@@ -199,7 +236,10 @@ func (b *resumingBody) resume(ctx context.Context) error {
 	got, kind, err := rest.check(resp)
 	switch kind {
 	case answerPart:
-		b.path, b.rc = bodyPath(resp.Body), got.body(resp.Body)
+		if !b.setBody(got.body(resp.Body)) {
+			return errBodyClosed
+		}
+		b.path = bodyPath(resp.Body)
 		return nil
 	case answerWhole, answerChanged:
 		err = ErrObjectChanged
@@ -218,7 +258,17 @@ type errBody struct{ err error }
 func (e errBody) Read([]byte) (int, error) { return 0, e.err }
 func (e errBody) Close() error             { return nil }
 
-func (b *resumingBody) Close() error { return b.rc.Close() }
+func (b *resumingBody) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	rc := b.rc
+	b.mu.Unlock()
+	b.stop()
+	return rc.Close()
+}
+
+// errBodyClosed is what a Read gets after Close, as from net/http's bodies.
+var errBodyClosed = errors.New("http: read on closed response body")
 
 // wholeOf is the 200 response of the whole object (total bytes) that the
 // 206 response part, the first range of req's object, begins: body gives

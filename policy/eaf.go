@@ -69,10 +69,20 @@ const moveMargin = 0.25
 // Move implements intents.Mover: a response moves if the whole of what it
 // still owes (req.Intents.SizeToBeReceived) would arrive sooner, by more
 // than a quarter, over a new connection on another path, set-up included,
-// than here: at the rate it has been arriving at (Candidate.Rate), or
-// before that is measured, sharing its path with the others' backlog (see
-// Model). So an object placed as a small one on a path that turns out
-// slow or loaded for it moves once its size and the paths are known.
+// than here, where it shares its path with the others' backlog (see
+// Model), and if that path has fewer of the active connections than its
+// share of the paths' capacity. While requests for the destination are
+// queued (Request.Queued), only to a path it has no connection on: one it
+// has a connection on gets the queue's load as its connections free up,
+// and a move there only trades a transfer for another, losing the bytes on
+// their way here (measured: 7 % slower pages where both paths were in use);
+// one it has none on stays idle for as long as the connection limit keeps
+// the queue off it. The rate the response has been arriving at
+// (Candidate.Rate), a fair share of its path's, tells that path's capacity
+// once it is measured: the estimate may still be a guess on a first page.
+// A path already carrying its share gets the queued requests' load anyway:
+// moving a transfer there would only trade one for another, and lose the
+// bytes on their way here.
 func (e *EAF) Move(req *intents.Request, from *intents.Candidate) (*intents.Path, string) {
 	size := float64(req.Intents.SizeToBeReceived)
 	i := slices.Index(req.Paths, from.Path)
@@ -81,25 +91,44 @@ func (e *EAF) Move(req *intents.Request, from *intents.Candidate) (*intents.Path
 	}
 	var mbuf [16]pathModel
 	models := e.models(req.Paths, mbuf[:0])
-	here := models[i]
-	others := here
+	here := &models[i]
+	if from.Rate > 0 {
+		c := float64(from.Rate) / 8 * max(here.active, 1)
+		here.cap, here.free, here.measured = c, c, true
+	}
+	others := *here
 	others.pending = max(here.pending-float64(from.Pending), 0)
 	others.active = max(here.active-1, 0)
 	stay := others.shared(size, here.transfer(size, here.iw+float64(from.BytesIn)))
-	if from.Rate > 0 {
-		// What it has been getting tells better than the model, whose
-		// estimate of the path may still be a guess.
-		stay = size * 8 / float64(from.Rate)
+	// A path's share of the connections is by its capacity; one whose
+	// capacity is still a guess is counted as fast as this one, not
+	// faster: a path that turns out no faster than this one, and already
+	// busy, would gain nothing by a move but lose the bytes on their way
+	// here.
+	shareCap := func(pm *pathModel) float64 {
+		if pm == here || pm.measured {
+			return pm.cap
+		}
+		return here.cap
+	}
+	var active, capacity float64
+	for j := range models {
+		active += models[j].active
+		capacity += shareCap(&models[j])
 	}
 	best, bestAt := -1, 0.0
-	for j, pm := range models {
-		if j == i {
+	for j := range models {
+		pm := &models[j]
+		if j == i || (active > 0 && pm.active/active >= shareCap(pm)/capacity) || (req.Queued > 0 && hasConn(req, req.Paths[j])) {
 			continue
 		}
 		at := e.setupRTTs(true, req.Dest.TLS)*pm.rtt + pm.shared(size, pm.transfer(size, pm.iw))
 		if best < 0 || at < bestAt {
 			best, bestAt = j, at
 		}
+	}
+	if best < 0 {
+		return nil, "eaf: stays (every other path has its share of the connections)"
 	}
 	var to *intents.Path
 	if bestAt < stay*(1-moveMargin) {
@@ -115,6 +144,16 @@ func (e *EAF) Move(req *intents.Request, from *intents.Candidate) (*intents.Path
 	return to, "eaf: " + verdict + ": " + req.Paths[best].Name + " new predicted " + seconds(bestAt).Round(time.Millisecond).String() +
 		" vs " + from.Path.Name + " #" + strconv.FormatUint(from.ID, 10) + " " + seconds(stay).Round(time.Millisecond).String() +
 		" (" + strconv.FormatInt(req.Intents.SizeToBeReceived, 10) + " B to come)"
+}
+
+// hasConn reports whether req's destination has a connection on p.
+func hasConn(req *intents.Request, p *intents.Path) bool {
+	for i := range req.Candidates {
+		if req.Candidates[i].Path == p {
+			return true
+		}
+	}
+	return false
 }
 
 // sortByArrival sorts opts by predicted arrival, stably. A decision has a

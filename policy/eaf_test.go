@@ -425,6 +425,29 @@ func TestEAFMoveByHand(t *testing.T) {
 	to, why = eaf.Move(req, from)
 	assert.Nil(t, to, why)
 
+	// p2 would have it in 0.2 + (1 + 1) MB / 6.25 MB/s = 0.52 s against
+	// p1's (3 + 1) MB / 1.25 MB/s = 3.2 s, but it has more than its share
+	// (50 of 60 Mbit/s) of the connections already: 25 of 29. It stays.
+	p1.Prior.Pending, p1.Prior.Active = 40e6, 4
+	p2.Prior.Pending, p2.Prior.Active = 1e6, 25
+	to, why = eaf.Move(req, from)
+	assert.Nil(t, to, why)
+	assert.Contains(t, why, "its share")
+	p2.Prior.Active = 15 // 15 of 19: below its share
+	to, why = eaf.Move(req, from)
+	assert.Equal(t, p2, to, why)
+
+	// With requests queued behind it, only to a path the destination has
+	// no connection on: the queue takes the others as they free up.
+	req.Queued = 1e6
+	req.Candidates = []intents.Candidate{*from, {ID: 8, Path: p2, InFlight: 1, Pending: 1e6}}
+	to, why = eaf.Move(req, from)
+	assert.Nil(t, to, why)
+	req.Candidates = []intents.Candidate{*from}
+	to, why = eaf.Move(req, from)
+	assert.Equal(t, p2, to, why)
+	req.Queued, req.Candidates = 0, nil
+
 	// Nowhere else to go, or nothing to weigh: it stays.
 	to, _ = eaf.Move(&intents.Request{Intents: req.Intents, Paths: []*intents.Path{p1}}, from)
 	assert.Nil(t, to)

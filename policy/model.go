@@ -77,6 +77,9 @@ type pathModel struct {
 	pending float64 // bytes other transfers on the path still expect
 	active  float64 // connections with transfers in progress
 	paced   bool    // rounds after the first arrive spread over their round trip
+	// measured says cap is the path's own measured capacity, not a guess
+	// (a default, another path's, or a floor).
+	measured bool
 }
 
 // shared bounds a transfer's time by the path's backlog. The transfers
@@ -166,7 +169,8 @@ func (m *Model) pathWith(e intents.Estimate, fallbackRTT time.Duration, fallback
 		free = bw
 	}
 	return pathModel{rtt: rtt.Seconds(), free: float64(free) / 8, iw: float64(iw * mss),
-		cap: float64(capacity) / 8, pending: float64(e.Pending), active: float64(e.Active), paced: !m.Unpaced}
+		cap: float64(capacity) / 8, pending: float64(e.Pending), active: float64(e.Active), paced: !m.Unpaced,
+		measured: e.Bandwidth > 0 && !e.BandwidthFloor}
 }
 
 // bytesBy is how many bytes have arrived tau seconds after the first
