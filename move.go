@@ -107,20 +107,11 @@ func (c *core) candidatesOf(key string) ([]Candidate, int64) {
 		cand.Waiting, cand.WaitingBytes = c.queue.waitingFor(e, nil)
 		cands = append(cands, cand)
 	}
-	var queued int64
-	for _, w := range c.queue.ws {
-		if w.key != key {
-			continue
-		}
-		n := w.in.SizeToBeReceived
-		if w.sizeOrigin != "" && c.originSize != nil {
-			if typical, ok := c.originSize(w.sizeOrigin); ok {
-				n = typical
-			}
-		}
-		queued += max(n, 1)
+	var typical int64
+	if c.originSize != nil {
+		typical, _ = c.originSize(key) // a moving request's key is its origin's: never through a proxy
 	}
-	return cands, queued
+	return cands, c.queue.bytesFor(key, nil, typical, 1)
 }
 
 // moveSlot takes e out of the pool, closing it, and gives the place it
@@ -165,6 +156,7 @@ func (t *Transport) movable(req *http.Request, resp *http.Response, e *entry, pr
 // Candidate.Rate).
 func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate int64) (context.Context, bool) {
 	mc.next = time.Now().Add(moveCheckInterval)
+	left = min(left, maxSizeEstimate) // a server's number: it bounds nothing of ours
 	in := mc.in
 	in.SizeToBeReceived = left
 	cands, queued := mc.t.core.candidatesOf(mc.key)
@@ -197,7 +189,7 @@ func (mc *moveCheck) body(req *http.Request, resp *http.Response, cb *countingBo
 	mc.next = time.Now().Add(moveCheckInterval)
 	n := resp.ContentLength
 	b := newResumingBody(mc.t, req, v, cb, cb.e.path, 0, n-1, n)
-	b.move, b.e = mc, cb.e
+	b.move, b.cb = mc, cb
 	return b
 }
 

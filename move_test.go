@@ -78,6 +78,20 @@ func movePaths(t *testing.T, srv *httptest.Server) (*Transport, *scriptedMover, 
 	return tr, mover, "http://move.test:" + port
 }
 
+// firstPartThenWait answers a GET of an object of size bytes, taking byte
+// ranges, with its first 64 KiB, then waits until until is closed or the
+// client goes away.
+func firstPartThenWait(w http.ResponseWriter, r *http.Request, size int, until <-chan struct{}) {
+	w.Header().Set("Accept-Ranges", "bytes")
+	w.Header().Set("Content-Length", strconv.Itoa(size))
+	io.CopyN(w, testbed.NewObject(int64(size)), 64<<10)
+	w.(http.Flusher).Flush()
+	select {
+	case <-until:
+	case <-r.Context().Done():
+	}
+}
+
 // checkEveryRead makes a body's move considered at each Read.
 func checkEveryRead(t *testing.T) {
 	d := moveCheckInterval
@@ -176,14 +190,7 @@ func TestMoveMidBody(t *testing.T) {
 			http.ServeContent(w, r, "", time.Time{}, testbed.NewObject(size))
 			return
 		}
-		w.Header().Set("Accept-Ranges", "bytes")
-		w.Header().Set("Content-Length", strconv.Itoa(size))
-		io.CopyN(w, testbed.NewObject(size), 64<<10)
-		w.(http.Flusher).Flush()
-		select { // the rest comes from the range request
-		case <-rest:
-		case <-r.Context().Done():
-		}
+		firstPartThenWait(w, r, size, rest) // the rest comes from the range request
 	}))
 	defer srv.Close()
 	tr, mover, base := movePaths(t, srv)
@@ -215,11 +222,7 @@ func TestMoveNeverStitchesTwoVersions(t *testing.T) {
 			return
 		}
 		w.Header().Set("ETag", `"v1"`)
-		w.Header().Set("Accept-Ranges", "bytes")
-		w.Header().Set("Content-Length", strconv.Itoa(size))
-		io.CopyN(w, testbed.NewObject(size), 64<<10)
-		w.(http.Flusher).Flush()
-		<-r.Context().Done() // the client moves away
+		firstPartThenWait(w, r, size, nil) // the client moves away
 	}))
 	defer srv.Close()
 	tr, mover, base := movePaths(t, srv)
@@ -309,11 +312,7 @@ func TestMoveCloseWhileMoving(t *testing.T) {
 			return
 		}
 		w.Header().Set("ETag", `"v1"`)
-		w.Header().Set("Accept-Ranges", "bytes")
-		w.Header().Set("Content-Length", strconv.Itoa(size))
-		io.CopyN(w, testbed.NewObject(size), 64<<10)
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
+		firstPartThenWait(w, r, size, nil)
 	}))
 	defer srv.Close()
 	tr, mover, base := movePaths(t, srv)
@@ -330,4 +329,24 @@ func TestMoveCloseWhileMoving(t *testing.T) {
 	require.NoError(t, resp.Body.Close())
 	assert.Error(t, <-read, "the Read ends with Close")
 	assert.Len(t, mover.moves(), 1)
+}
+
+// A length from the server bounds nothing of ours: a policy asked to move
+// a response that claims 2^60 bytes weighs at most maxSizeEstimate, as the
+// pool's backlog counts it.
+func TestMoveBoundsTheServersLength(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.FormatInt(1<<60, 10))
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	tr, mover, base := movePaths(t, srv)
+	req, err := http.NewRequest("GET", base+"/huge", nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, []string{strconv.FormatInt(maxSizeEstimate, 10) + " from p1"}, mover.moves())
 }

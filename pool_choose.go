@@ -87,7 +87,7 @@ func (c *core) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant, step
 			w.in.SizeToBeReceived, w.sizeSource = typical, SizeFromOrigin
 		}
 	}
-	queued := c.queue.bytesFor(w, originTypical)
+	queued := c.queue.bytesFor(w.key, w, originTypical, 0)
 
 	c.mu.Unlock()
 	d, err := c.m.decide(w.ctx, query{in: &w.in, sizeSource: w.sizeSource, dest: w.dest, loopback: w.loopback, cands: cands, skip: w.skip, queued: queued}, sc.choices)

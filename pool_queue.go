@@ -147,19 +147,19 @@ func (q *waitQueue) waitingFor(e *entry, w *waiter) (n int, bytes int64) {
 	return n, bytes
 }
 
-// bytesFor is what the other waiters for w's destination expect to
-// receive, by their size hints: load still to come, which the policy may
-// weigh (see Request.Queued). originTypical, if positive, stands for those
-// whose size is their origin's median (waiter.sizeOrigin).
-func (q *waitQueue) bytesFor(w *waiter, originTypical int64) int64 {
+// bytesFor is what the waiters for key other than skip expect to receive,
+// by their size hints: load still to come, which the policy may weigh (see
+// Request.Queued). originTypical, if positive, stands for those whose size
+// is their origin's median (waiter.sizeOrigin); each counts at least floor.
+func (q *waitQueue) bytesFor(key string, skip *waiter, originTypical, floor int64) int64 {
 	var n int64
 	for _, o := range q.ws {
-		if o != w && o.key == w.key {
+		if o != skip && o.key == key {
+			size := o.in.SizeToBeReceived
 			if o.sizeOrigin != "" && originTypical > 0 {
-				n += originTypical
-			} else {
-				n += max(o.in.SizeToBeReceived, 0)
+				size = originTypical
 			}
+			n += max(size, floor)
 		}
 	}
 	return n

@@ -653,10 +653,10 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 				if cl := resp.ContentLength; cl >= 2*predicted && cl-predicted >= moveMinBytes {
 					// Placed as a far smaller object: the caller has none of
 					// it yet, so it is sent again, whole, if it moves.
-					if mctx, ok := mc.moveTo(ctx, e, cl, 0); ok {
+					if mctx, ok := mc.moveTo(ctx, e, expect, 0); ok {
 						e.addPending(-expect)
 						resp.Body.Close()
-						in.SizeToBeReceived = cl
+						in.SizeToBeReceived = expect
 						return t.roundTripWith(req.WithContext(mctx), in)
 					}
 				}
@@ -805,6 +805,20 @@ func (b *countingBody) Read(p []byte) (int, error) {
 		b.finish()
 	}
 	return n, b.e.pathErr(err)
+}
+
+// rate is the rate in bits/s the body has arrived at since its first Read
+// (see sampleStart), if that was at least span ago; else 0.
+func (b *countingBody) rate(now time.Time, span time.Duration) int64 {
+	from := b.sampleStart.Load()
+	if from == 0 {
+		return 0
+	}
+	d := now.Sub(time.Unix(0, from))
+	if d < span || d <= 0 {
+		return 0
+	}
+	return int64(float64(b.n.Load()-b.sampleFrom.Load()) * 8 / d.Seconds())
 }
 
 func (b *countingBody) Close() error {

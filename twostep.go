@@ -121,14 +121,10 @@ type resumingBody struct {
 	resumed         int
 	onDown          bool
 	// move, while set, is asked every moveCheckInterval whether the rest
-	// should move from e, the connection rc comes over; once moved, never
-	// again.
+	// should move from cb's connection (cb is rc until then); once moved,
+	// never again.
 	move *moveCheck
-	e    *entry
-	// The rate the body arrives at, from its first Read on (which
-	// returns what came with the headers).
-	firstRead time.Time
-	firstPos  int64
+	cb   *countingBody
 	// ctx carries the requests for the rest; Close cancels it, so that a
 	// Read waiting for one returns.
 	ctx  context.Context
@@ -199,18 +195,12 @@ func (b *resumingBody) Read(p []byte) (int, error) {
 // so. A move that then fails leaves the error for the next Read.
 func (b *resumingBody) maybeMove() {
 	now := time.Now()
-	if b.firstRead.IsZero() {
-		b.firstRead, b.firstPos = now, b.pos
-	}
 	left := b.end - b.pos + 1
 	if left < moveMinBytes || b.resumed > 0 || now.Before(b.move.next) {
 		return
 	}
-	var rate int64
-	if d := now.Sub(b.firstRead); d >= minRateSpan(b.e.path) {
-		rate = int64(float64(b.pos-b.firstPos) * 8 / d.Seconds())
-	}
-	ctx, ok := b.move.moveTo(b.ctx, b.e, left, rate)
+	e := b.cb.e
+	ctx, ok := b.move.moveTo(b.ctx, e, left, b.cb.rate(now, minRateSpan(e.path)))
 	if !ok {
 		return
 	}
@@ -227,7 +217,7 @@ func (b *resumingBody) resume(ctx context.Context) error {
 	}
 	b.body().Close()
 	in, _ := FromContext(ctx)
-	in.SizeToBeReceived = b.end - b.pos + 1
+	in.SizeToBeReceived = min(b.end-b.pos+1, maxSizeEstimate)
 	rest := byteRange{first: b.pos, last: b.end, total: b.total, v: b.v}
 	resp, err := b.t.roundTrip(rest.request(WithIntents(ctx, in), b.req))
 	if err != nil {
