@@ -7,6 +7,7 @@ require (
 	github.com/mdlayher/netlink v1.9.0
 	github.com/miekg/dns v1.1.73
 	github.com/prometheus/procfs v0.23.0
+	github.com/quic-go/quic-go v0.65.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	golang.org/x/net v0.57.0
@@ -17,6 +18,9 @@ require (
 require (
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/mdlayher/socket v0.6.0 // indirect
+	github.com/quic-go/qpack v0.6.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/crypto v0.54.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/text v0.40.0 // indirect
 )

@@ -103,6 +103,9 @@ func (c *core) candidatesOf(key string) ([]Candidate, int64) {
 	es := c.entries[key]
 	cands := make([]Candidate, 0, len(es))
 	for _, e := range es {
+		if e.migrating {
+			continue
+		}
 		cand := e.candidate(now)
 		cand.Waiting, cand.WaitingBytes = c.queue.waitingFor(e, nil)
 		cands = append(cands, cand)

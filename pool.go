@@ -27,6 +27,9 @@ type PathStats struct {
 	Active int   // connections with requests in flight
 	Reuses int64 // times a pooled connection was handed out again
 	Dials  int64 // connections opened
+	// Migrated counts connections that moved onto this path, their
+	// requests with them, when theirs went down (HTTP/3).
+	Migrated int64
 }
 
 // Pool keeps connections for request/response protocols over TCP and lets

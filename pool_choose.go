@@ -68,6 +68,9 @@ func (c *core) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant, step
 	now := time.Now()
 	cands := sc.cands[:0]
 	for _, e := range c.entries[w.key] {
+		if e.migrating {
+			continue
+		}
 		cand := e.candidate(now)
 		// A connection with a reader of its own that can take a request
 		// is alive; one that cannot may be dead, and is asked.
@@ -273,7 +276,7 @@ func (c *core) byID(es []*entry, id uint64) *entry {
 func (c *core) freeOn(w *waiter, p *Path, now time.Time) (grant, bool) {
 	var best *entry
 	for _, e := range c.entries[w.key] {
-		if e.path == p && e.c.available() > 0 && !c.queue.wantedAhead(w, e) && (best == nil || e.lastUsed.After(best.lastUsed)) {
+		if e.path == p && !e.migrating && e.c.available() > 0 && !c.queue.wantedAhead(w, e) && (best == nil || e.lastUsed.After(best.lastUsed)) {
 			best = e
 		}
 	}

@@ -52,6 +52,7 @@ type entry struct {
 	lastUsed  time.Time
 	idleSince time.Time // zero while in use
 	removed   bool
+	migrating bool // moving to another path: not offered to requests
 
 	pathDown atomic.Bool // closed because its path went away
 
@@ -371,6 +372,9 @@ func (c *core) open(ctx context.Context, s dialSlot,
 	if w, ok := pc.(interface{ watch(func()) }); ok {
 		w.watch(func() { c.changed(e) })
 	}
+	if mg, ok := pc.(migratable); ok && s.path != nil && len(s.permitted) > 1 {
+		c.measuring.Go(func() { mg.prepare(c.measureCtx, c.m, s.path) })
+	}
 	return e, nil
 }
 
@@ -428,6 +432,13 @@ func (c *core) remove(e *entry) {
 	if e.removed {
 		return
 	}
+	c.detach(e)
+	go e.c.close() // closing may call back into the pool (state hooks)
+}
+
+// detach takes e out of the pool, under c.mu, leaving its connection
+// open.
+func (c *core) detach(e *entry) {
 	e.removed = true
 	c.sampler.setActive(e, false)
 	es := c.entries[e.key]
@@ -440,7 +451,6 @@ func (c *core) remove(e *entry) {
 		}
 		c.total--
 	}
-	go e.c.close() // closing may call back into the pool (state hooks)
 }
 
 // changed is called when e's state may have changed (a request finished,
@@ -482,19 +492,26 @@ func (c *core) changedLocked(e *entry) (sample bool) {
 
 // drainGonePaths closes the connections on paths that are gone, down or
 // without the connection's address, busy ones too: their requests could
-// only hang. Those requests fail with a PathDownError.
+// only hang. Those requests fail with a PathDownError. A connection that
+// can migrate (HTTP/3) moves to another path instead, with its requests.
 func (c *core) drainGonePaths() {
 	c.mu.Lock()
 	c.removeWhere(func(e *entry) bool {
-		if e.path == nil {
+		if e.path == nil || e.migrating {
 			return false
 		}
 		p := c.m.Path(e.path.Name)
 		gone := p == nil || !p.Up || !hasLocalAddr(p, e.raw)
-		if gone {
-			e.pathDown.Store(true)
+		if !gone {
+			return false
 		}
-		return gone
+		if mg, ok := e.c.(migratable); ok && !c.closed {
+			e.migrating = true
+			c.measuring.Go(func() { c.migrateGone(e, mg) })
+			return false
+		}
+		e.pathDown.Store(true)
+		return true
 	})
 	c.mu.Unlock()
 	c.serve()
@@ -516,7 +533,7 @@ func (c *core) pathStats() map[string]PathStats {
 	defer c.mu.Unlock()
 	out := make(map[string]PathStats, len(c.stats))
 	for name, s := range c.stats {
-		out[name] = PathStats{Reuses: s.Reuses, Dials: s.Dials}
+		out[name] = PathStats{Reuses: s.Reuses, Dials: s.Dials, Migrated: s.Migrated}
 	}
 	for _, es := range c.entries {
 		for _, e := range es {

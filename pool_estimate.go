@@ -144,10 +144,18 @@ func hasPathNamed(m map[*Path]int64, name string) bool {
 	return false
 }
 
-// sampleTCP feeds e's TCP_INFO (RTT, loss) to its path's estimates. It
+// sampleTCP feeds e's TCP_INFO (RTT, loss), or an HTTP/3 connection's
+// RTT estimate, to its path's estimates. It
 // makes a system call: never under a pool lock.
 func sampleTCP(e *entry) {
 	if e.path == nil || e.raw == nil {
+		return
+	}
+	if q, ok := e.c.(interface{ rtt() time.Duration }); ok {
+		// QUIC's own estimate: its socket has no TCP_INFO.
+		if rtt := q.rtt(); rtt > 0 {
+			e.path.sampleRTT(rtt)
+		}
 		return
 	}
 	sc, ok := e.raw.(syscall.Conn)

@@ -101,6 +101,26 @@ type Transport struct {
 	// it, requests whose intents ask for multipath=aggregate are split
 	// (with the defaults) where MPTCP is not available.
 	Aggregate *Aggregate
+	// HTTP3, if set, lets the Transport speak HTTP/3 (QUIC over a UDP
+	// socket bound to the chosen path) to HTTPS origins that advertised it
+	// with an Alt-Svc header (remembered per origin for its ma, at most
+	// 24 h; only at the origin's own host), and with HTTP3Always to every
+	// HTTPS origin. A new HTTP/3 connection races a TCP one started
+	// HTTP3RaceDelay later, or at once if it fails: the first to connect
+	// carries the request, and an origin whose HTTP/3 failed or lost on a
+	// path is left on TCP there for 5 minutes, doubling with each failure
+	// in a row up to a day (UDP may be blocked on one network only). HTTP/3 connections are pooled with the TCP ones, as
+	// candidates with free streams. Not through a proxy, nor with Base's
+	// own dial function, nor where the policy chose MPTCP. Package
+	// github.com/sockintents/intents/h3 has the dialer: &h3.Dialer{}.
+	HTTP3 HTTP3Dialer
+	// HTTP3Always tries HTTP/3 first on every HTTPS origin, without
+	// waiting for its Alt-Svc.
+	HTTP3Always bool
+	// HTTP3RaceDelay is how long a new HTTP/3 connection has before TCP
+	// is raced against it (0: DefaultHTTP3RaceDelay; negative: never, so
+	// a failed HTTP/3 dial fails the request).
+	HTTP3RaceDelay time.Duration
 
 	initMu sync.Mutex
 	ready  atomic.Bool // core, inner, dialer and sizes are set
@@ -119,6 +139,9 @@ type Transport struct {
 
 	originMu sync.Mutex
 	origins  atomic.Pointer[map[originKey]origin] // copied on write; read per request without a lock
+
+	altSvc altSvcCache // HTTP/3 alternatives by origin
+	tlsH3  *tls.Config // template of HTTP/3 connections' TLS settings
 }
 
 // origin is where a request URL goes, as the pool keys it.
@@ -301,6 +324,13 @@ func (t *Transport) init() {
 	// does not know about ClientConns and underflows when they close.
 	inner.MaxConnsPerHost = 0
 	t.inner = inner
+	// HTTP/3's TLS settings, copied now: net/http changes the inner
+	// transport's on its first use.
+	t.tlsH3 = &tls.Config{}
+	if inner.TLSClientConfig != nil {
+		t.tlsH3 = inner.TLSClientConfig.Clone()
+	}
+	t.tlsH3.NextProtos = []string{"h3"}
 	t.dialer = t.Dialer
 	if t.dialer == nil {
 		t.dialer = &Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
@@ -453,6 +483,22 @@ func (c *clientConn) watch(hook func()) {
 	c.cc.SetStateHook(func(*http.ClientConn) { hook() })
 }
 
+// traceConn is the connection httptrace's GotConn is given: the TLS
+// connection, as net/http gives it, or nil for the socket.
+func (c *clientConn) traceConn() net.Conn {
+	if c.tls != nil {
+		return c.tls
+	}
+	return nil
+}
+
+// requestConn is a pooled connection that sends requests.
+type requestConn interface {
+	pooled
+	roundTrip(*http.Request) (*http.Response, error)
+	traceConn() net.Conn
+}
+
 func (c *clientConn) reserve() bool {
 	if c.available() <= 0 {
 		return false
@@ -554,13 +600,22 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 		}
 	}
 	dest := Destination{Network: "tcp", Host: host, Port: port, TLS: scheme == "https"}
-	dial := func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
+	dialTCP := func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
 		h := &dialHolder{choice: ch, intent: in.Multipath, proxy: proxy}
 		cc, err := t.inner.NewClientConn(context.WithValue(ctx, dialHolderKey{}, h), scheme, hostPort)
 		if err != nil {
 			return nil, nil, err
 		}
 		return &clientConn{cc: cc, tls: h.tls}, h.raw, nil
+	}
+	dial := dialTCP
+	if t.HTTP3 != nil {
+		dial = func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
+			if port, ok := t.http3Port(o, proxy != nil, ch, time.Now()); ok {
+				return t.raceHTTP3(ctx, ch, o, port, in, dialTCP)
+			}
+			return dialTCP(ctx, ch)
+		}
 	}
 	trace := httptrace.ContextClientTrace(ctx)
 	for attempt := 0; ; attempt++ {
@@ -585,11 +640,11 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 			}
 		}
 		e, reused := g.e, g.reused
-		cc := e.c.(*clientConn)
+		cc := e.c.(requestConn)
 		if trace != nil && trace.GotConn != nil {
-			var conn net.Conn = e.raw
-			if cc.tls != nil {
-				conn = cc.tls // as net/http gives it
+			conn := cc.traceConn()
+			if conn == nil {
+				conn = e.raw
 			}
 			trace.GotConn(httptrace.GotConnInfo{Conn: conn, Reused: reused, WasIdle: g.wasIdle, IdleTime: g.idle})
 		}
@@ -638,6 +693,11 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 		}
 		if object.origin != "" && resp.ContentLength >= 0 && resp.StatusCode == http.StatusOK {
 			t.sizes.put(object, resp.ContentLength)
+		}
+		if t.HTTP3 != nil && scheme == "https" && proxy == nil {
+			if alt := resp.Header["Alt-Svc"]; len(alt) > 0 {
+				t.altSvc.learn(key, host, alt, time.Now())
+			}
 		}
 		if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil && resp.Body != http.NoBody {
 			predicted := expect

@@ -7,9 +7,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -63,4 +67,25 @@ func NewCA(addrs ...netip.Addr) (*CA, error) {
 	pool := x509.NewCertPool()
 	pool.AddCert(caCert)
 	return &CA{Pool: pool, Cert: tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key}}, nil
+}
+
+// WritePEM writes the CA's certificate as PEM to a file in dir, for a test
+// process in another namespace to trust (see ReadPool): its name.
+func (c *CA) WritePEM(dir string) (string, error) {
+	name := filepath.Join(dir, "ca.pem")
+	der := c.Cert.Certificate[len(c.Cert.Certificate)-1]
+	return name, os.WriteFile(name, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+}
+
+// ReadPool reads a certificate pool from a PEM file WritePEM wrote.
+func ReadPool(name string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("testbed: no certificate in %s", name)
+	}
+	return pool, nil
 }

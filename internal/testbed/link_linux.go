@@ -28,6 +28,9 @@ type LinkParams struct {
 	Loss float64
 	// Down drops every packet, as a link that lost its carrier.
 	Down bool
+	// DropUDP drops every UDP packet, as a network whose middlebox blocks
+	// UDP (and so QUIC).
+	DropUDP bool
 }
 
 // MinQueue is the smallest default queue: a few packets' worth, so a path
@@ -133,7 +136,7 @@ func (d *Direction) read() {
 			bufPool.Put(bp)
 			return
 		}
-		if due, ok := d.admit(n); ok {
+		if due, ok := d.admit((*bp)[:n]); ok {
 			select {
 			case d.queue <- packet{buf: *bp, n: n, due: due}:
 				continue
@@ -147,12 +150,13 @@ func (d *Direction) read() {
 	}
 }
 
-// admit decides the fate of an n-byte packet arriving now: its due time,
-// or false when it is dropped.
-func (d *Direction) admit(n int) (int64, bool) {
+// admit decides the fate of an IP packet arriving now: its due time, or
+// false when it is dropped.
+func (d *Direction) admit(pkt []byte) (int64, bool) {
+	n := len(pkt)
 	p := d.params.Load()
 	now := monotonic()
-	if p.Down || (p.Loss > 0 && d.rng.Float64() < p.Loss) {
+	if p.Down || (p.DropUDP && isUDP(pkt)) || (p.Loss > 0 && d.rng.Float64() < p.Loss) {
 		d.mu.Lock()
 		d.stats.Losses++
 		d.mu.Unlock()
@@ -171,6 +175,18 @@ func (d *Direction) admit(n int) (int64, bool) {
 	}
 	d.busyUntil = start + int64(float64(n)*8e9/float64(p.Rate))
 	return d.busyUntil + p.Delay.Nanoseconds(), true
+}
+
+// isUDP reports whether an IP packet carries UDP (directly after the
+// IPv6 header: no extension headers are looked through).
+func isUDP(pkt []byte) bool {
+	switch {
+	case len(pkt) >= 20 && pkt[0]>>4 == 4:
+		return pkt[9] == unix.IPPROTO_UDP
+	case len(pkt) >= 40 && pkt[0]>>4 == 6:
+		return pkt[6] == unix.IPPROTO_UDP
+	}
+	return false
 }
 
 func (d *Direction) deliver() {

@@ -11,11 +11,15 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
 )
 
 // WebServer serves HTTP on every server host address: cleartext HTTP/1.1
 // and HTTP/2 (h2c) on port 80, and HTTP/1.1 and HTTP/2 over TLS on port 443
-// with a certificate of the testbed's own CA. It logs every connection and
+// with a certificate of the testbed's own CA (and with WebOptions.HTTP3,
+// HTTP/3 on UDP port 443). It logs every connection and
 // request with the client's address, so tests can see which path was used.
 //
 // Every host serves /obj?size=N (or /obj/N, either with ?delay=DURATION to
@@ -65,6 +69,11 @@ type WebOptions struct {
 	NoMPTCP bool
 	// IdleTimeout closes idle keep-alive connections (default: never).
 	IdleTimeout time.Duration
+	// HTTP3 serves HTTP/3 (quic-go) on UDP port 443 of every host too.
+	HTTP3 bool
+	// AdvertiseHTTP3 makes every response over TCP carry
+	// Alt-Svc: h3=":443"; ma=3600.
+	AdvertiseHTTP3 bool
 }
 
 // ClientTLS returns a client TLS configuration that trusts the server.
@@ -187,9 +196,26 @@ func (tb *Testbed) StartWeb(opts WebOptions) (*WebServer, error) {
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(true)
 	protocols.SetUnencryptedHTTP2(true)
+	var handler http.Handler = w
+	if opts.AdvertiseHTTP3 {
+		handler = http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			rw.Header().Set("Alt-Svc", `h3=":443"; ma=3600`)
+			w.ServeHTTP(rw, r)
+		})
+	}
+	logConn := func(ctx context.Context, cl *ConnLog) context.Context {
+		w.mu.Lock()
+		w.conns = append(w.conns, cl)
+		hooks := w.onConn
+		w.mu.Unlock()
+		for _, f := range hooks {
+			f(*cl)
+		}
+		return context.WithValue(ctx, connKey{}, cl)
+	}
 	newServer := func() *http.Server {
 		return &http.Server{
-			Handler:     w,
+			Handler:     handler,
 			Protocols:   &protocols,
 			IdleTimeout: opts.IdleTimeout,
 			TLSConfig:   &tls.Config{Certificates: []tls.Certificate{ca.Cert}},
@@ -197,15 +223,7 @@ func (tb *Testbed) StartWeb(opts WebOptions) (*WebServer, error) {
 				remote, _ := netip.ParseAddrPort(c.RemoteAddr().String())
 				local, _ := netip.ParseAddrPort(c.LocalAddr().String())
 				_, isTLS := c.(*tls.Conn)
-				cl := &ConnLog{Remote: remote, Local: local, TLS: isTLS}
-				w.mu.Lock()
-				w.conns = append(w.conns, cl)
-				hooks := w.onConn
-				w.mu.Unlock()
-				for _, f := range hooks {
-					f(*cl)
-				}
-				return context.WithValue(ctx, connKey{}, cl)
+				return logConn(ctx, &ConnLog{Remote: remote, Local: local, TLS: isTLS})
 			},
 		}
 	}
@@ -242,5 +260,49 @@ func (tb *Testbed) StartWeb(opts WebOptions) (*WebServer, error) {
 			})
 		}
 	}
+	if opts.HTTP3 {
+		for _, h := range tb.Hosts {
+			if err := tb.serveHTTP3(w, h, logConn); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return w, nil
+}
+
+// serveHTTP3 serves w with HTTP/3 on UDP port 443 of host h.
+func (tb *Testbed) serveHTTP3(w *WebServer, h netip.Addr, logConn func(context.Context, *ConnLog) context.Context) error {
+	var pc net.PacketConn
+	err := tb.Server.Do(func() error {
+		var err error
+		pc, err = net.ListenPacket("udp", net.JoinHostPort(h.String(), "443"))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	srv := &http3.Server{
+		Handler:   w,
+		TLSConfig: http3.ConfigureTLSConfig(&tls.Config{Certificates: []tls.Certificate{w.CA.Cert}}),
+		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
+			remote, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+			local, _ := netip.ParseAddrPort(c.LocalAddr().String())
+			return logConn(ctx, &ConnLog{Remote: remote, Local: local, TLS: true})
+		},
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(pc)
+	}()
+	tb.OnClose(func() error {
+		err := srv.Close()
+		pc.Close()
+		<-served
+		if errors.Is(err, http.ErrServerClosed) || errors.Is(err, quic.ErrServerClosed) {
+			err = nil
+		}
+		return err
+	})
+	return nil
 }

@@ -1,0 +1,519 @@
+package intents
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// HTTP3Dialer opens HTTP/3 connections for a Transport (see
+// Transport.HTTP3). Package github.com/sockintents/intents/h3 has one,
+// over quic-go; it is an interface so that programs that never speak
+// HTTP/3 do not build QUIC.
+type HTTP3Dialer interface {
+	// DialHTTP3 opens an HTTP/3 connection to remote over pc, a UDP socket
+	// on the path the policy chose (a *PacketConn; a *net.UDPConn where
+	// the operating system routes), and returns once its handshake is
+	// done. The connection owns pc from then on: closing it closes pc; so
+	// does a failed dial. tlsConf is the Transport's TLS configuration for
+	// the origin, with its ServerName and NextProtos ("h3") set. A dial
+	// ends when ctx does.
+	DialHTTP3(ctx context.Context, pc net.PacketConn, remote netip.AddrPort, tlsConf *tls.Config) (HTTP3Conn, error)
+}
+
+// HTTP3Conn is one HTTP/3 connection, as an HTTP3Dialer opens it. The
+// Transport's pool counts its requests (a stream each, until the response
+// body is read or closed) and offers it to the policy as a candidate with
+// free streams, as an HTTP/2 connection.
+type HTTP3Conn interface {
+	// RoundTrip sends a request on a new stream of the connection, as
+	// http.RoundTripper; many may run at once. An error after which the
+	// server cannot have processed the request wraps ErrUnprocessed.
+	RoundTrip(*http.Request) (*http.Response, error)
+	// Err is nil while the connection can take new requests, and after
+	// that (closed, timed out, a GOAWAY received) why not.
+	Err() error
+	// Close closes the connection and its socket.
+	Close() error
+	LocalAddr() net.Addr
+	RemoteAddr() net.Addr
+	// RTT is the connection's smoothed round-trip time, 0 before the
+	// first sample: it feeds its path's estimates, as TCP_INFO does for
+	// TCP connections.
+	RTT() time.Duration
+	// AddPath readies a move of the connection to pc, a UDP socket on
+	// another path (QUIC connection migration, RFC 9000 section 9): it
+	// probes the path and returns once the server answered, with the path
+	// ready to switch to. The connection owns pc from then on, also when
+	// the probe fails.
+	AddPath(ctx context.Context, pc net.PacketConn) (HTTP3Path, error)
+}
+
+// HTTP3Path is a path an HTTP3Conn probed (see HTTP3Conn.AddPath).
+type HTTP3Path interface {
+	// Switch moves the connection to the path, with its streams in
+	// flight: what was in flight on the old path is sent again here.
+	Switch() error
+	// Close abandons the path.
+	Close() error
+}
+
+// ErrUnprocessed is wrapped by an HTTP3Conn's RoundTrip errors after which
+// the server cannot have processed the request (no stream could be
+// opened, or the server rejected the stream as unprocessed). The
+// Transport sends such a request again on another connection, whatever
+// its method, as net/http does after a graceful GOAWAY.
+var ErrUnprocessed = errors.New("intents: request not processed by the server")
+
+// HTTP3 defaults.
+const (
+	// DefaultHTTP3RaceDelay is how long a new HTTP/3 connection has to
+	// finish its handshake before a TCP connection is started beside it
+	// (Happy Eyeballs' 250 ms, RFC 8305).
+	DefaultHTTP3RaceDelay = 250 * time.Millisecond
+	// http3Streams is how many requests the pool sends on one HTTP/3
+	// connection at once: quic-go's default stream limit for its peer
+	// (a server that allows fewer makes the rest wait for a stream).
+	http3Streams = 100
+	// brokenHTTP3 is how long an origin whose HTTP/3 failed or lost the
+	// race is left on TCP, doubled on each repeated failure up to
+	// maxBrokenHTTP3 (as Chrome's broken alternative services).
+	brokenHTTP3    = 5 * time.Minute
+	maxBrokenHTTP3 = 24 * time.Hour
+)
+
+// h3Conn is an HTTP3Conn in the pool. Its requests are counted here: a
+// stream is in use from the request's slot until its response body is
+// read to the end or closed.
+type h3Conn struct {
+	c       HTTP3Conn
+	streams atomic.Int32           // slots taken whose response is not done
+	hook    atomic.Pointer[func()] // the pool's: a stream freed
+
+	// For a migration: what opened it, to where, and the intents of the
+	// requests on it, none of which may find the new path prohibited.
+	dialer   *Dialer
+	remote   netip.AddrPort
+	opened   Intents
+	mu       sync.Mutex
+	active   map[uint64]context.Context // by request, while its stream is in use
+	nextID   uint64
+	prepared map[string]HTTP3Path // paths probed ahead, by name
+}
+
+func (c *h3Conn) available() int {
+	if c.dead() {
+		return 0
+	}
+	return max(http3Streams-int(c.streams.Load()), 0)
+}
+func (c *h3Conn) inFlight() int   { return int(c.streams.Load()) }
+func (c *h3Conn) dead() bool      { return c.c.Err() != nil }
+func (c *h3Conn) close() error    { return c.c.Close() }
+func (c *h3Conn) ownReader() bool { return true }
+func (c *h3Conn) unreserve()      { c.done() }
+
+func (c *h3Conn) reserve() bool {
+	if c.available() <= 0 {
+		return false
+	}
+	c.streams.Add(1)
+	return true
+}
+
+func (c *h3Conn) watch(hook func()) { c.hook.Store(&hook) }
+
+// done gives a stream back and tells the pool, whose waiting requests
+// may take it.
+func (c *h3Conn) done() {
+	c.streams.Add(-1)
+	if h := c.hook.Load(); h != nil {
+		(*h)()
+	}
+}
+
+func (c *h3Conn) roundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.nextID++
+	id := c.nextID
+	if c.active == nil {
+		c.active = map[uint64]context.Context{}
+	}
+	c.active[id] = r.Context()
+	c.mu.Unlock()
+	finish := func() {
+		c.mu.Lock()
+		delete(c.active, id)
+		c.mu.Unlock()
+		c.done()
+	}
+	resp, err := c.c.RoundTrip(r)
+	if err != nil {
+		finish()
+		return nil, err
+	}
+	if resp.Body == nil || resp.Body == http.NoBody {
+		finish()
+		return resp, nil
+	}
+	resp.Body = &h3Body{ReadCloser: resp.Body, done: finish}
+	return resp, nil
+}
+
+// prepareTimeout bounds the probes of a connection's other paths.
+const prepareTimeout = 5 * time.Second
+
+// prepare probes, for a connection just opened on path on, the other
+// paths the intents it was opened with permit, so that it can move to one
+// at once if on goes down: a probe sent only then may wait behind the
+// congestion window of a path that delivers nothing any more (quic-go
+// sends path probes only when its congestion controller lets it send),
+// while switching to a path probed before resets it. It costs a UDP
+// socket and a round trip of two small packets per path.
+func (c *h3Conn) prepare(ctx context.Context, m *Manager, on *Path) {
+	ctx, cancel := context.WithTimeout(ctx, prepareTimeout)
+	defer cancel()
+	family := c.family()
+	paths, _ := permit(&c.opened, m.Paths(), family, false)
+	for _, p := range paths {
+		if p.Name == on.Name {
+			continue
+		}
+		hp, err := c.addPath(ctx, p)
+		if err != nil {
+			continue // probed again if the move comes
+		}
+		c.mu.Lock()
+		if c.prepared == nil {
+			c.prepared = map[string]HTTP3Path{}
+		}
+		c.prepared[p.Name] = hp
+		c.mu.Unlock()
+	}
+}
+
+func (c *h3Conn) family() byte {
+	if c.remote.Addr().Is6() {
+		return 6
+	}
+	return 4
+}
+
+// addPath opens a socket on p and probes p with it.
+func (c *h3Conn) addPath(ctx context.Context, p *Path) (HTTP3Path, error) {
+	nw := "udp4"
+	if c.family() == 6 {
+		nw = "udp6"
+	}
+	pc, err := c.dialer.listenPath(ctx, nw, netip.Addr{}, 0, p)
+	if err != nil {
+		return nil, err
+	}
+	return c.c.AddPath(ctx, pc)
+}
+
+// migrate moves the connection off from, which went down, to the first
+// path the intents it was opened with permit, in their order, that no
+// request on it prohibits: the new path. A path probed ahead (prepare)
+// takes it at once; another is probed first.
+func (c *h3Conn) migrate(ctx context.Context, m *Manager, from *Path) (*Path, error) {
+	family := c.family()
+	paths, excl := permit(&c.opened, m.Paths(), family, false)
+	c.mu.Lock()
+	var active []Intents
+	for _, rctx := range c.active {
+		in, _ := FromContext(rctx)
+		active = append(active, in)
+	}
+	c.mu.Unlock()
+	var errs []*PathError
+	for _, p := range paths {
+		switch {
+		case p.Name == from.Name:
+			excl = append(excl, Exclusion{Path: p.Name, Reason: "the path it leaves"})
+			continue
+		case slices.ContainsFunc(active, func(in Intents) bool {
+			ok, _ := permit(&in, []*Path{p}, family, false)
+			return len(ok) == 0
+		}):
+			excl = append(excl, Exclusion{Path: p.Name, Reason: "not permitted by a request on the connection"})
+			continue
+		}
+		c.mu.Lock()
+		hp := c.prepared[p.Name]
+		delete(c.prepared, p.Name)
+		c.mu.Unlock()
+		if hp != nil && hp.Switch() == nil {
+			return p, nil
+		}
+		hp, err := c.addPath(ctx, p)
+		if err == nil {
+			if err = hp.Switch(); err != nil {
+				hp.Close()
+			}
+		}
+		if err == nil {
+			return p, nil
+		}
+		errs = append(errs, &PathError{Path: p.Name, Err: err})
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if len(errs) == 0 {
+		return nil, &NoPathError{Dest: "udp " + c.remote.String(), Excluded: excl}
+	}
+	return nil, pathErrors(errs)
+}
+
+// traceConn is what httptrace's GotConn is given for it: its addresses
+// (quic-go's own Transport gives the same).
+func (c *h3Conn) traceConn() net.Conn { return quicConnView{c.c} }
+
+// h3Body gives its stream back once read to the end or closed.
+type h3Body struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (b *h3Body) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.once.Do(b.done)
+	}
+	return n, err
+}
+
+func (b *h3Body) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.done)
+	return err
+}
+
+// quicConnView shows an HTTP/3 connection's addresses as a net.Conn (for
+// httptrace.GotConnInfo); its I/O methods fail.
+type quicConnView struct{ c HTTP3Conn }
+
+var errQUICView = errors.New("intents: an HTTP/3 connection has no byte stream to use")
+
+func (v quicConnView) Read([]byte) (int, error)         { return 0, errQUICView }
+func (v quicConnView) Write([]byte) (int, error)        { return 0, errQUICView }
+func (v quicConnView) Close() error                     { return errQUICView }
+func (v quicConnView) SetDeadline(time.Time) error      { return errQUICView }
+func (v quicConnView) SetReadDeadline(time.Time) error  { return errQUICView }
+func (v quicConnView) SetWriteDeadline(time.Time) error { return errQUICView }
+func (v quicConnView) LocalAddr() net.Addr              { return v.c.LocalAddr() }
+func (v quicConnView) RemoteAddr() net.Addr             { return v.c.RemoteAddr() }
+
+// http3Port says whether a request to o may go over HTTP/3, and to which
+// UDP port.
+func (t *Transport) http3Port(o origin, proxied bool, ch Choice, now time.Time) (uint16, bool) {
+	if t.HTTP3 == nil || o.scheme != "https" || proxied || t.dial != nil || ch.MPTCP {
+		return 0, false
+	}
+	return t.altSvc.lookup(o.key, pathName(ch.Path), o.port, t.HTTP3Always, now)
+}
+
+// dialHTTP3 opens an HTTP/3 connection to o on ch's path.
+func (t *Transport) dialHTTP3(ctx context.Context, ch Choice, o origin, port uint16, opened Intents) (*h3Conn, net.PacketConn, error) {
+	pc, remote, err := t.dialer.packetConnFor(ctx, t.core.m, o.host, port, ch)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := t.tlsH3.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName = o.host
+	}
+	c, err := t.HTTP3.DialHTTP3(ctx, pc, remote, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &h3Conn{c: c, dialer: t.dialer, remote: remote, opened: opened}, pc, nil
+}
+
+// raceHTTP3 opens a connection to o for a request: HTTP/3 on ch's path,
+// and TCP (tcp) beside it if HTTP/3 has not connected within the race
+// delay, or at once if it failed. The first to connect wins; the other is
+// closed. An origin whose HTTP/3 failed or lost is marked broken.
+func (t *Transport) raceHTTP3(ctx context.Context, ch Choice, o origin, port uint16, opened Intents,
+	tcp func(context.Context, Choice) (pooled, net.Conn, error)) (pooled, net.Conn, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		c    pooled
+		raw  net.Conn
+		err  error
+		quic bool
+	}
+	results := make(chan result, 2)
+	go func() {
+		c, _, err := t.dialHTTP3(ctx, ch, o, port, opened)
+		if err != nil {
+			results <- result{err: err, quic: true}
+			return
+		}
+		results <- result{c: c, raw: quicConnView{c.c}, quic: true}
+	}()
+	running, tcpStarted := 1, false
+	startTCP := func() {
+		tcpStarted = true
+		running++
+		go func() {
+			c, raw, err := tcp(ctx, ch)
+			results <- result{c: c, raw: raw, err: err}
+		}()
+	}
+	delay := t.HTTP3RaceDelay
+	if delay == 0 {
+		delay = DefaultHTTP3RaceDelay
+	}
+	var timer <-chan time.Time
+	if delay > 0 {
+		tm := time.NewTimer(delay)
+		defer tm.Stop()
+		timer = tm.C
+	}
+	var winner *result
+	var quicErr, tcpErr error
+	for running > 0 {
+		select {
+		case <-timer:
+			timer = nil
+			if !tcpStarted && winner == nil {
+				startTCP()
+			}
+		case r := <-results:
+			running--
+			switch {
+			case winner != nil: // the loser, after the cancel: closed
+				if r.err == nil {
+					r.c.close()
+				}
+			case r.err == nil:
+				winner = &r
+				cancel()
+			case r.quic:
+				quicErr = r.err
+				t.altSvc.markBroken(o.key, pathName(ch.Path), time.Now())
+				if !tcpStarted && delay > 0 && ctx.Err() == nil {
+					startTCP()
+				}
+			default:
+				tcpErr = r.err
+			}
+		}
+	}
+	switch {
+	case winner != nil:
+		if winner.quic {
+			t.altSvc.markWorking(o.key, pathName(ch.Path))
+		} else if quicErr == nil {
+			t.altSvc.markBroken(o.key, pathName(ch.Path), time.Now()) // lost the race
+		}
+		return winner.c, winner.raw, nil
+	case tcpErr != nil:
+		return nil, nil, tcpErr
+	default:
+		return nil, nil, quicErr
+	}
+}
+
+// packetConnFor opens a UDP socket for a connection to host:port on c's
+// path (nil: routed by the operating system), and resolves host there:
+// the socket and the address to send to. The first address of a family
+// the path has is used.
+func (d *Dialer) packetConnFor(ctx context.Context, m *Manager, host string, port uint16, c Choice) (net.PacketConn, netip.AddrPort, error) {
+	ctx, cancel := d.withDeadline(ctx)
+	defer cancel()
+	const network = "udp"
+	lc := listenConfig(ctx, chainControl(func(ctx context.Context, nw, _ string, c syscall.RawConn) error {
+		d.markDSCP(ctx, nw, c)
+		return nil
+	}, d.Control, d.ControlContext))
+	listenOS := func(addr netip.Addr) (net.PacketConn, netip.AddrPort, error) {
+		nw := "udp4"
+		if addr.Is6() {
+			nw = "udp6"
+		}
+		pc, err := lc.ListenPacket(ctx, nw, ":0")
+		if err != nil {
+			return nil, netip.AddrPort{}, err
+		}
+		return pc, netip.AddrPortFrom(addr, port), nil
+	}
+	if c.Path == nil {
+		addr, err := resolveOS(ctx, m, host)
+		if err != nil {
+			return nil, netip.AddrPort{}, &net.OpError{Op: "dial", Net: network, Err: err}
+		}
+		return listenOS(addr)
+	}
+	if m == nil { // chosen by DefaultManager for constrained intents
+		var err error
+		if m, err = DefaultManager(); err != nil {
+			return nil, netip.AddrPort{}, err
+		}
+	}
+	p := c.Path
+	addrs, err := m.Resolver().lookupChoice(ctx, network, host, p)
+	if err != nil {
+		return nil, netip.AddrPort{}, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
+	if p.Type != TypeLoopback && len(addrs) > 0 && !slices.ContainsFunc(addrs, func(a netip.Addr) bool { return !a.IsLoopback() }) {
+		// A name for this host: the operating system reaches it, over
+		// loopback (as dialPath).
+		return listenOS(addrs[0])
+	}
+	var addr netip.Addr
+	for _, a := range addrs {
+		if _, ok := p.Addr(a); ok {
+			addr = a
+			break
+		}
+	}
+	if !addr.IsValid() {
+		return nil, netip.AddrPort{}, &net.OpError{Op: "dial", Net: network,
+			Err: fmt.Errorf("intents: %s has no address on path %s's families (%s)", host, p.Name, familiesOf(p))}
+	}
+	nw := "udp4"
+	if addr.Is6() {
+		nw = "udp6"
+	}
+	pc, err := d.listenPath(ctx, nw, netip.Addr{}, 0, p)
+	if err != nil {
+		return nil, netip.AddrPort{}, err
+	}
+	return pc, netip.AddrPortFrom(addr, port), nil
+}
+
+// resolveOS resolves host as the operating system would (the Manager's
+// hosts file first, for names it maps to loopback).
+func resolveOS(ctx context.Context, m *Manager, host string) (netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Unmap(), nil
+	}
+	if m != nil {
+		if a, ok := m.loopbackAddr(host); ok {
+			return a, nil
+		}
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if len(addrs) == 0 {
+		return netip.Addr{}, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return addrs[0].Unmap(), nil
+}

@@ -1,0 +1,59 @@
+package intents
+
+import (
+	"context"
+	"time"
+)
+
+// migrateTimeout bounds a connection's migration: probing the new path
+// takes a round trip on it, a few if packets are lost.
+const migrateTimeout = 5 * time.Second
+
+// migratable is a pooled connection that can move to another path with
+// its requests in flight (an HTTP/3 connection).
+type migratable interface {
+	// prepare readies the moves from path on, as soon as it is opened.
+	prepare(ctx context.Context, m *Manager, on *Path)
+	migrate(ctx context.Context, m *Manager, from *Path) (*Path, error)
+}
+
+// migrateGone moves e, whose path went down, to another path (see
+// drainGonePaths). On success a new entry on the new path takes e's place
+// in the pool, with the same connection; the requests in flight keep e
+// for their bookkeeping. On failure e is removed and closed as a
+// connection on a path that went down is: its requests fail with a
+// PathDownError. Runs as the pool's background work, which close ends.
+func (c *core) migrateGone(e *entry, mg migratable) {
+	ctx, cancel := context.WithTimeout(c.measureCtx, migrateTimeout)
+	defer cancel()
+	to, err := mg.migrate(ctx, c.m, e.path)
+	if log := c.m.debugLogger(ctx); log != nil {
+		if err != nil {
+			log.Debug("intents: migration failed", "from", e.path.Name, "err", err)
+		} else {
+			log.Debug("intents: connection migrated", "from", e.path.Name, "to", to.Name)
+		}
+	}
+	c.mu.Lock()
+	if err != nil || e.removed || c.closed {
+		e.pathDown.Store(err != nil)
+		c.remove(e)
+		c.mu.Unlock()
+		c.serve()
+		return
+	}
+	now := time.Now()
+	ne := &entry{key: e.key, path: to, c: e.c, raw: e.raw, created: e.created, lastUsed: now, mptcp: e.mptcp}
+	c.nextID++
+	ne.id = c.nextID
+	c.detach(e)
+	c.entries[ne.key] = append(c.entries[ne.key], ne)
+	c.total++
+	c.stat(to).Migrated++
+	c.sampler.setActive(ne, e.c.inFlight() > 0)
+	c.mu.Unlock()
+	if w, ok := ne.c.(interface{ watch(func()) }); ok {
+		w.watch(func() { c.changed(ne) })
+	}
+	c.serve()
+}
