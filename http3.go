@@ -47,16 +47,28 @@ type HTTP3Conn interface {
 	Close() error
 	LocalAddr() net.Addr
 	RemoteAddr() net.Addr
-	// RTT is the connection's smoothed round-trip time, 0 before the
-	// first sample: it feeds its path's estimates, as TCP_INFO does for
-	// TCP connections.
-	RTT() time.Duration
+	// Stats are the connection's counters: its RTT feeds its path's
+	// estimates, as TCP_INFO does for TCP connections, and its bytes tell
+	// whether its path still carries anything.
+	Stats() HTTP3Stats
+	// Probe sends a packet the server acknowledges at once (RFC 9114
+	// section 6.2.3's reserved stream type, which a server ignores), so
+	// that a round trip later Stats shows whether the path answered.
+	Probe() error
 	// AddPath readies a move of the connection to pc, a UDP socket on
 	// another path (QUIC connection migration, RFC 9000 section 9): it
 	// probes the path and returns once the server answered, with the path
 	// ready to switch to. The connection owns pc from then on, also when
 	// the probe fails.
 	AddPath(ctx context.Context, pc net.PacketConn) (HTTP3Path, error)
+}
+
+// HTTP3Stats are an HTTP3Conn's counters, as its QUIC stack keeps them.
+type HTTP3Stats struct {
+	SmoothedRTT time.Duration // 0 before the first sample
+	// BytesSent and BytesReceived count QUIC packets' bytes (UDP
+	// payloads), retransmissions included.
+	BytesSent, BytesReceived uint64
 }
 
 // HTTP3Path is a path an HTTP3Conn probed (see HTTP3Conn.AddPath).
@@ -109,6 +121,67 @@ type h3Conn struct {
 	active   map[uint64]context.Context // by request, while its stream is in use
 	nextID   uint64
 	prepared map[string]HTTP3Path // paths probed ahead, by name
+
+	progressMu sync.Mutex
+	progress   progress
+}
+
+// progress follows whether an HTTP/3 connection's path still answers
+// while requests are in flight on it: a path that goes silent without a
+// link event (a blackhole) is noticed from the connection itself.
+type progress struct {
+	last     time.Time // the last sample
+	received uint64    // BytesReceived when it last changed
+	since    time.Time // when it last changed
+	probed   time.Time // a Probe sent since, if not zero
+	resumeAt time.Time // after a move that failed: not before then
+}
+
+// stallRetryFrom keeps the connection from being taken for stalled again
+// before now+stallRetry: a move found nowhere to go.
+func (c *h3Conn) stallRetryFrom(now time.Time) {
+	c.progressMu.Lock()
+	c.progress.resumeAt = now.Add(stallRetry)
+	c.progressMu.Unlock()
+}
+
+// Stall detection: with nothing received for stallProbeAfter (at least
+// two smoothed RTTs) the connection probes its path; with still nothing
+// received stallAfter (at least three smoothed RTTs) after the probe, the
+// path is taken to be dead for it.
+const (
+	stallProbeAfter = 100 * time.Millisecond
+	stallAfter      = 200 * time.Millisecond
+	// stallRetry: after a move that found nowhere to go.
+	stallRetry = 5 * time.Second
+)
+
+// stalled samples the connection's progress at now, while requests are
+// in flight on it, and reports whether its path stopped answering. Called
+// by the pool's sampling ticks, outside the pool's locks.
+func (c *h3Conn) stalled(now time.Time) bool {
+	c.progressMu.Lock()
+	defer c.progressMu.Unlock()
+	st := c.c.Stats()
+	p := &c.progress
+	gap := now.Sub(p.last)
+	p.last = now
+	if gap > 3*sampleInterval || st.BytesReceived != p.received || now.Before(p.resumeAt) {
+		// Active again after a quiet spell, or it received: a new baseline.
+		p.received, p.since, p.probed = st.BytesReceived, now, time.Time{}
+		return false
+	}
+	switch {
+	case p.probed.IsZero():
+		if now.Sub(p.since) >= max(2*st.SmoothedRTT, stallProbeAfter) {
+			if c.c.Probe() == nil {
+				p.probed = now
+			}
+		}
+	case now.Sub(p.probed) >= max(3*st.SmoothedRTT, stallAfter):
+		return true
+	}
+	return false
 }
 
 func (c *h3Conn) available() int {

@@ -617,12 +617,16 @@ func (in Intents) DSCP() int {
 }
 
 // without returns in with p prohibited, for a retry elsewhere.
-func (in Intents) without(p *Path) Intents {
+func (in Intents) without(p *Path) Intents { return in.withLevel(p, LevelProhibit) }
+
+// requiring is in with p required: only p may carry it.
+func (in Intents) requiring(p *Path) Intents { return in.withLevel(p, LevelRequire) }
+
+// withLevel is in with l for p (a copy of its interface levels).
+func (in Intents) withLevel(p *Path, l Level) Intents {
 	ifs := make(map[string]Level, len(in.Interfaces)+1)
-	for k, v := range in.Interfaces {
-		ifs[k] = v
-	}
-	ifs[p.Name] = LevelProhibit
+	maps.Copy(ifs, in.Interfaces)
+	ifs[p.Name] = l
 	in.Interfaces = ifs
 	return in
 }

@@ -17,16 +17,39 @@ type migratable interface {
 	migrate(ctx context.Context, m *Manager, from *Path) (*Path, error)
 }
 
-// migrateGone moves e, whose path went down, to another path (see
-// drainGonePaths). On success a new entry on the new path takes e's place
-// in the pool, with the same connection; the requests in flight keep e
-// for their bookkeeping. On failure e is removed and closed as a
-// connection on a path that went down is: its requests fail with a
-// PathDownError. Runs as the pool's background work, which close ends.
-func (c *core) migrateGone(e *entry, mg migratable) {
+// migrateStalled moves e, whose path stopped answering it while its path
+// is up (see h3Conn.stalled), to another path, if it is not moving yet.
+func (c *core) migrateStalled(e *entry) {
+	mg, ok := e.c.(migratable)
+	if !ok || c.m == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.removed || e.migrating || c.closed {
+		return
+	}
+	e.migrating = true
+	c.measuring.Go(func() { c.migrate(e, mg, false) })
+}
+
+// migrate moves e, whose path went down (gone) or stopped answering it,
+// to another path (see drainGonePaths, migrateStalled). On success a new
+// entry on the new path takes e's place in the pool, with the same
+// connection; the requests in flight keep e for their bookkeeping. On
+// failure, e on a path that went down is removed and closed as any
+// connection there: its requests fail with a PathDownError; e on a path
+// still up stays, and is not moved again for a while. Runs as the pool's
+// background work, which close ends.
+func (c *core) migrate(e *entry, mg migratable, gone bool) {
 	ctx, cancel := context.WithTimeout(c.measureCtx, migrateTimeout)
 	defer cancel()
 	to, err := mg.migrate(ctx, c.m, e.path)
+	if err != nil && !gone {
+		if h, ok := e.c.(*h3Conn); ok {
+			h.stallRetryFrom(time.Now())
+		}
+	}
 	if log := c.m.debugLogger(ctx); log != nil {
 		if err != nil {
 			log.Debug("intents: migration failed", "from", e.path.Name, "err", err)
@@ -35,6 +58,11 @@ func (c *core) migrateGone(e *entry, mg migratable) {
 		}
 	}
 	c.mu.Lock()
+	if err != nil && !gone && !e.removed && !c.closed {
+		e.migrating = false // it stays where it is
+		c.mu.Unlock()
+		return
+	}
 	if err != nil || e.removed || c.closed {
 		e.pathDown.Store(err != nil)
 		c.remove(e)

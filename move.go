@@ -36,20 +36,24 @@ var moveCheckInterval = sampleInterval
 type moveSlotKey struct{}
 
 // moveTicket holds a moving request's slot until it is taken, once: a
-// context outlives its request (a response's Request keeps it).
+// context outlives its request (a response's Request keeps it). A request
+// that moves off a multiplexed connection (HTTP/3) has no slot: only its
+// stream ends, and it goes to a connection on the path onto, an existing
+// one or a new one, as the policy decides there.
 type moveTicket struct {
 	slot  dialSlot
+	onto  *Path
 	taken atomic.Bool
 }
 
-// movingTo takes the dial slot of a request that moves, if ctx carries one
-// not taken yet.
-func movingTo(ctx context.Context) (dialSlot, bool) {
+// movingTo takes the move ticket ctx carries, if any not taken yet: the
+// dial slot the request takes, or (slot false) the path it moves onto.
+func movingTo(ctx context.Context) (mt *moveTicket, slot bool) {
 	mt, ok := ctx.Value(moveSlotKey{}).(*moveTicket)
 	if !ok || mt.taken.Swap(true) {
-		return dialSlot{}, false
+		return nil, false
 	}
-	return mt.slot, true
+	return mt, mt.onto == nil
 }
 
 // mover is the Manager's policy if it moves responses.
@@ -143,13 +147,21 @@ type moveCheck struct {
 
 // movable reports whether a response may move (see Mover): a GET without
 // a body or a Range header, answered 200 with a length on an HTTP/1
-// connection bound to a path, not through a proxy, not moved before, and
-// the Manager's policy a Mover.
+// connection (which it has to itself) or on an HTTP/3 one (whose stream
+// alone ends; see moveTo) bound to a path, not through a proxy, not moved
+// before, and the Manager's policy a Mover.
 func (t *Transport) movable(req *http.Request, resp *http.Response, e *entry, proxied bool) bool {
 	return t.Manager.mover() != nil && !proxied && e.path != nil && !e.mptcp &&
 		(req.Method == http.MethodGet || req.Method == "") && (req.Body == nil || req.Body == http.NoBody) &&
-		req.Header.Get("Range") == "" && resp.StatusCode == http.StatusOK && resp.ProtoMajor == 1 &&
+		req.Header.Get("Range") == "" && resp.StatusCode == http.StatusOK && (resp.ProtoMajor == 1 || multiplexed(e)) &&
 		resp.ContentLength > 0 && resp.Body != nil && resp.Body != http.NoBody
+}
+
+// multiplexed reports whether e's requests are streams of their own, one
+// of which can end without the connection (HTTP/3).
+func multiplexed(e *entry) bool {
+	_, ok := e.c.(*h3Conn)
+	return ok
 }
 
 // moveTo asks the policy whether the rest of a response, left bytes on e,
@@ -159,6 +171,14 @@ func (t *Transport) movable(req *http.Request, resp *http.Response, e *entry, pr
 // Candidate.Rate).
 func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate int64) (context.Context, bool) {
 	mc.next = time.Now().Add(moveCheckInterval)
+	if multiplexed(e) && e.c.inFlight() > 1 {
+		// A stream among others: its rate is a share of the connection's,
+		// and a page's streams would all be weighed at once, each on
+		// guesses about the others (tried: the pages loaded 10-60 % slower
+		// or faster by the preset, no better on the whole). Alone on its
+		// connection it is weighed as an HTTP/1 response is.
+		return nil, false
+	}
 	left = min(left, maxSizeEstimate) // a server's number: it bounds nothing of ours
 	in := mc.in
 	in.SizeToBeReceived = left
@@ -171,6 +191,12 @@ func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate int64) (co
 	to, permitted := mc.t.Manager.moveTarget(ctx, &in, mc.dest, cands, queued, e.id)
 	if to == nil {
 		return nil, false
+	}
+	if multiplexed(e) {
+		// Its stream ends, the connection stays for the others: the
+		// request goes to a connection on to, as the policy decides there.
+		mc.t.counters(e.path).moved.Add(1)
+		return context.WithValue(ctx, moveSlotKey{}, &moveTicket{onto: to}), true
 	}
 	s, ok := mc.t.core.moveSlot(e, mc.dest, to, permitted, left)
 	if !ok {

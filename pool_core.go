@@ -175,6 +175,7 @@ func newCore(m *Manager, l limits) *core {
 	c := &core{m: m, limits: l,
 		entries: map[string][]*entry{}, dialing: map[dialKey]int{}, stats: map[string]*PathStats{}}
 	c.measureCtx, c.stopMeasuring = context.WithCancel(context.Background())
+	c.sampler.stalled = c.migrateStalled
 	if m != nil {
 		c.unsub = m.subscribe(c.drainGonePaths)
 	}
@@ -507,7 +508,7 @@ func (c *core) drainGonePaths() {
 		}
 		if mg, ok := e.c.(migratable); ok && !c.closed {
 			e.migrating = true
-			c.measuring.Go(func() { c.migrateGone(e, mg) })
+			c.measuring.Go(func() { c.migrate(e, mg, true) })
 			return false
 		}
 		e.pathDown.Store(true)

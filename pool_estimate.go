@@ -25,6 +25,9 @@ type sampler struct {
 	lastTick time.Time
 	windows  map[string]*deliveryWindow // by path name
 	stopped  bool
+	// stalled, if set, is told of an active connection whose path stopped
+	// answering it (see h3Conn.stalled), from a tick, outside s.mu.
+	stalled func(*entry)
 }
 
 // setActive counts e as active (requests in flight) on its path or not, and
@@ -99,6 +102,9 @@ func (s *sampler) tick() {
 
 	for _, e := range active {
 		sampleTCP(e)
+		if h, ok := e.c.(*h3Conn); ok && s.stalled != nil && h.stalled(now) {
+			s.stalled(e)
+		}
 	}
 	rx := map[*Path]int64{}
 	for p := range delivered {

@@ -551,14 +551,19 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response, error) {
 	// A request moving to a new connection has its place in the limits
 	// already (see Mover); it is not moved again.
-	moveSlot, moving := movingTo(req.Context())
-	moved := moving
-	if moving {
+	ticket, moving := movingTo(req.Context())
+	moved := ticket != nil
+	var moveSlot dialSlot
+	switch {
+	case moving:
+		moveSlot = ticket.slot
 		defer func() {
 			if moving { // returned before the slot was used
 				t.core.undo(grant{slot: moveSlot})
 			}
 		}()
+	case moved:
+		in = in.requiring(ticket.onto)
 	}
 	if req.URL == nil {
 		closeBody(req)

@@ -19,7 +19,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
@@ -205,4 +204,26 @@ func pathGone(err error) bool {
 
 func (c *conn) LocalAddr() net.Addr  { return c.qc.LocalAddr() }
 func (c *conn) RemoteAddr() net.Addr { return c.qc.RemoteAddr() }
-func (c *conn) RTT() time.Duration   { return c.qc.ConnectionStats().SmoothedRTT }
+func (c *conn) Stats() intents.HTTP3Stats {
+	st := c.qc.ConnectionStats()
+	return intents.HTTP3Stats{SmoothedRTT: st.SmoothedRTT, BytesSent: st.BytesSent, BytesReceived: st.BytesReceived}
+}
+
+// reservedStreamType is a unidirectional stream type reserved for
+// greasing (RFC 9114 section 6.2.3: 0x1f * N + 0x21): a server ignores
+// such a stream, and acknowledges its packet like any other.
+const reservedStreamType = 0x21
+
+// Probe sends a packet the server acknowledges: a stream of a reserved
+// type, one byte long (see intents.HTTP3Conn.Probe).
+func (c *conn) Probe() error {
+	str, err := c.qc.OpenUniStream()
+	if err != nil {
+		return err
+	}
+	if _, err := str.Write([]byte{reservedStreamType}); err != nil {
+		str.CancelWrite(0)
+		return err
+	}
+	return str.Close()
+}

@@ -59,7 +59,7 @@ func protoHandler(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func newServer(t *testing.T, withH3 bool) *server {
+func newServer(t testing.TB, withH3 bool) *server {
 	s := &server{served: make(chan struct{})}
 	s.tcp = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a := s.altSvc.Load(); a != nil {

@@ -11,9 +11,10 @@ import (
 	"net/http/httptrace"
 	"net/netip"
 	"os"
-	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/sockintents/intents"
 	"github.com/sockintents/intents/h3"
 	"github.com/sockintents/intents/internal/testbed"
+	"github.com/sockintents/intents/policy"
 )
 
 // TestNetnsHTTP3 runs HTTP/3 on the two-path testbed, against quic-go's
@@ -141,14 +143,17 @@ func TestNetnsHTTP3Child(t *testing.T) {
 	}
 }
 
-// TestNetnsHTTP3Migration takes path 1's link down in the middle of a
-// 4 MB GET and, on a fresh testbed, of a 4 MB POST over HTTP/3: the QUIC
-// connection migrates to path 2 with its stream, and both complete byte
-// for byte. The child reports the stall the cut made.
+// TestNetnsHTTP3Migration cuts path 1 in the middle of a 4 MB GET and,
+// on a fresh testbed, of a 4 MB POST over HTTP/3, once path 1 has carried
+// 1 MB of it: by a link event (the client's device down), or as a
+// blackhole (the link stays up, every packet lost both ways). The QUIC
+// connection moves to path 2 with its stream, and both complete byte for
+// byte. It reports how long after the cut path 2 carried the transfer on
+// (32 KiB more than before the cut).
 func TestNetnsHTTP3Migration(t *testing.T) {
-	testbed.SkipIfShort(t, "6 s")
+	testbed.SkipIfShort(t, "12 s")
 	testbed.RequireRoot(t)
-	for _, scenario := range []string{"get", "post", "prohibited"} {
+	for _, scenario := range []string{"get", "post", "prohibited", "get-blackhole", "post-blackhole"} {
 		t.Run(scenario, func(t *testing.T) {
 			tb := testbed.New(t, testbed.Spec{Servers: 2, Paths: []testbed.PathSpec{
 				testbed.Symmetric(20*time.Millisecond, 20e6), testbed.Symmetric(40*time.Millisecond, 20e6)}})
@@ -162,12 +167,41 @@ func TestNetnsHTTP3Migration(t *testing.T) {
 				}
 				fmt.Fprintf(w, "%x", h.Sum(nil))
 			}))
-			pem, err := web.CA.WritePEM(t.TempDir())
+			dir := t.TempDir()
+			pem, err := web.CA.WritePEM(dir)
 			require.NoError(t, err)
+			// The cut, once path 1 carried 1 MB of the transfer: the
+			// response's way for a GET, the request's for a POST.
+			blackhole := strings.HasSuffix(scenario, "-blackhole")
+			d := tb.Paths[0].Down
+			if strings.HasPrefix(scenario, "post") {
+				d = tb.Paths[0].Up
+			}
+			cut := make(chan time.Time, 1)
+			d.OnBytes(d.Stats().Bytes+1_000_000, func() {
+				at := time.Now()
+				if blackhole {
+					tb.Paths[0].SetDown(true)
+				} else {
+					assert.NoError(t, tb.SetLinkUp(tb.Paths[0], false))
+				}
+				cut <- at
+			})
 			testbed.RunTest(t, tb.Client, "TestNetnsHTTP3MigrationChild", scenario+" "+pem)
+			var cutAt time.Time
+			select {
+			case cutAt = <-cut:
+			default:
+				t.Fatal("path 1 never carried 1 MB of the transfer")
+			}
 			if scenario == "prohibited" {
 				return // the response was cut off: the server may still be writing
 			}
+			b, err := os.ReadFile(filepath.Join(dir, "resumed"))
+			require.NoError(t, err, "the child saw path 2 carry the transfer on")
+			ns, err := strconv.ParseInt(string(b), 10, 64)
+			require.NoError(t, err)
+			t.Logf("%s: path 2 carried the transfer on %v after the cut", scenario, time.Unix(0, ns).Sub(cutAt).Round(time.Millisecond))
 			var served []string
 			for _, c := range web.Conns() {
 				if c.Requests > 0 { // not the bare handshakes that measure a path's RTT
@@ -181,6 +215,7 @@ func TestNetnsHTTP3Migration(t *testing.T) {
 
 func TestNetnsHTTP3MigrationChild(t *testing.T) {
 	scenario, pem, _ := strings.Cut(testbed.ChildArg(t, "TestNetnsHTTP3Migration"), " ")
+	scenario, _ = strings.CutSuffix(scenario, "-blackhole")
 	roots, err := testbed.ReadPool(pem)
 	require.NoError(t, err)
 	m, err := intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}}})
@@ -198,37 +233,26 @@ func TestNetnsHTTP3MigrationChild(t *testing.T) {
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
 		local = append(local, netip.MustParseAddrPort(info.Conn.LocalAddr().String()).Addr())
 	}})
-	var cutAt time.Time
-	var rx2, tx2 int64 // path 2's interface counters at the cut
-	cut := func() {
-		rx2, tx2 = ifaceBytes(t, "p2", "rx"), ifaceBytes(t, "p2", "tx")
-		cutAt = time.Now()
-		out, err := exec.Command("ip", "link", "set", "p1", "down").CombinedOutput()
-		require.NoError(t, err, "%s", out)
-	}
-	// resumed is how long after the cut path 2 had carried 4 KiB more in
-	// direction dir (more than its probes): set at the first call after.
-	var resumed time.Duration
-	checkResumed := func(dir string, at int64) {
-		if !cutAt.IsZero() && resumed == 0 && ifaceBytes(t, "p2", dir)-at >= 4<<10 {
-			resumed = time.Since(cutAt)
+	// watch notes, at each read of the transfer, path 2's counter in
+	// direction dir: its value half a megabyte in (before the cut, after
+	// the connection probed path 2), and when it has grown by 32 KiB
+	// since (the transfer going on there), written for the parent.
+	const size = 4_000_000
+	var base int64 = -1
+	var resumed bool
+	watch := func(dir string, done int64) {
+		switch {
+		case resumed || done < size/8:
+		case base < 0:
+			base = ifaceBytes(t, "p2", dir)
+		case ifaceBytes(t, "p2", dir)-base >= 32<<10:
+			resumed = true
+			at := strconv.FormatInt(time.Now().UnixNano(), 10)
+			require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(pem), "resumed"), []byte(at), 0o600))
 		}
 	}
-	const size = 4_000_000
 	switch scenario {
-	case "prohibited":
-		// The request may not use path 2: the connection does not move
-		// there, and the body ends with the path.
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://10.71.100.1/obj/%d", size), nil)
-		require.NoError(t, err)
-		resp, err := tr.RoundTrip(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		_, err = io.ReadAll(&cutAfter{r: resp.Body, at: size / 4, cut: cut})
-		assert.ErrorIs(t, err, intents.ErrPathDown)
-		assert.Zero(t, tr.Stats()["p2"].Migrated)
-		return
-	case "get":
+	case "get", "prohibited":
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://10.71.100.1/obj/%d", size), nil)
 		require.NoError(t, err)
 		resp, err := tr.RoundTrip(req)
@@ -240,25 +264,29 @@ func TestNetnsHTTP3MigrationChild(t *testing.T) {
 		var n int64
 		for {
 			k, err := resp.Body.Read(buf)
-			if k > 0 {
-				h.Write(buf[:k])
-				n += int64(k)
-				checkResumed("rx", rx2)
-				if cutAt.IsZero() && n >= size/4 {
-					cut()
-				}
-			}
+			h.Write(buf[:k])
+			n += int64(k)
+			watch("rx", n)
 			if err == io.EOF {
 				break
 			}
+			if scenario == "prohibited" {
+				// The request may not use path 2: the connection does
+				// not move there, and the body ends with the path.
+				if err != nil {
+					assert.ErrorIs(t, err, intents.ErrPathDown)
+					assert.Zero(t, tr.Stats()["p2"].Migrated)
+					return
+				}
+				continue
+			}
 			require.NoError(t, err, "after %d bytes", n)
 		}
+		require.NotEqual(t, "prohibited", scenario, "the body ended although its path went down")
 		assert.EqualValues(t, size, n)
 		assert.Equal(t, testbed.ObjectSum(size), [32]byte(h.Sum(nil)), "byte for byte")
-		t.Logf("GET: path 1 down after %d of %d bytes read: the body read on with 4 KiB more received on path 2 %v after the cut; done %v after it",
-			size/4, size, resumed.Round(time.Millisecond), time.Since(cutAt).Round(time.Millisecond))
 	case "post":
-		body := &cutAfter{r: testbed.NewObject(size), at: size / 4, cut: cut, after: func() { checkResumed("tx", tx2) }}
+		body := &watchedReader{r: testbed.NewObject(size), watch: func(n int64) { watch("tx", n) }}
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://10.71.100.2/sum", body)
 		require.NoError(t, err)
 		req.ContentLength = size
@@ -270,34 +298,25 @@ func TestNetnsHTTP3MigrationChild(t *testing.T) {
 		require.NoError(t, err)
 		want := testbed.ObjectSum(size)
 		assert.Equal(t, hex.EncodeToString(want[:]), string(got), "the server got the body byte for byte")
-		t.Logf("POST: path 1 down after %d of %d bytes were handed to the connection: it took more with 4 KiB more sent on path 2 %v after the cut; the response %v after it",
-			size/4, size, resumed.Round(time.Millisecond), time.Since(cutAt).Round(time.Millisecond))
 	}
+	assert.True(t, resumed, "path 2 carried the transfer on")
 	assert.Equal(t, []netip.Addr{netip.MustParseAddr("10.71.1.1")}, local, "one connection, opened on path 1")
 	stats := tr.Stats()
 	assert.EqualValues(t, 1, stats["p2"].Migrated, "the connection moved to path 2")
 	assert.Equal(t, 1, stats["p2"].Idle, "and stays there")
 }
 
-// cutAfter reads r and calls cut once at bytes have been read, and after
-// (if set) on every read.
-type cutAfter struct {
-	r          io.Reader
-	n          int64
-	at         int64
-	cut, after func()
+// watchedReader reads r and tells watch how much it has read so far.
+type watchedReader struct {
+	r     io.Reader
+	n     int64
+	watch func(int64)
 }
 
-func (c *cutAfter) Read(p []byte) (int, error) {
-	k, err := c.r.Read(p)
-	c.n += int64(k)
-	if c.after != nil {
-		c.after()
-	}
-	if c.cut != nil && c.n >= c.at {
-		c.cut()
-		c.cut = nil
-	}
+func (w *watchedReader) Read(p []byte) (int, error) {
+	k, err := w.r.Read(p)
+	w.n += int64(k)
+	w.watch(w.n)
 	return k, err
 }
 
@@ -308,4 +327,71 @@ func ifaceBytes(t *testing.T, dev, dir string) int64 {
 	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	require.NoError(t, err)
 	return n
+}
+
+// TestNetnsHTTP3Move is TestNetnsMove over HTTP/3: a 2 MB GET, no size
+// hint, a fresh Manager with EAF over a near slow path (10 ms, 2 Mbit/s)
+// and a far fast one (60 ms, 50 Mbit/s). Placed on path 1 as an object of
+// unknown size, its stream moves to path 2 (the connection on path 1
+// stays), and the body arrives byte for byte.
+func TestNetnsHTTP3Move(t *testing.T) {
+	testbed.SkipIfShort(t, "5 s")
+	testbed.RequireRoot(t)
+	tb := testbed.New(t, testbed.Spec{
+		Paths: []testbed.PathSpec{testbed.Symmetric(10*time.Millisecond, 2e6), testbed.Symmetric(60*time.Millisecond, 50e6)},
+	})
+	web, err := tb.StartWeb(testbed.WebOptions{HTTP3: true})
+	require.NoError(t, err)
+	pem, err := web.CA.WritePEM(t.TempDir())
+	require.NoError(t, err)
+	testbed.RunTest(t, tb.Client, "TestNetnsHTTP3MoveChild", pem)
+	var got []string
+	for _, r := range web.Requests() {
+		if r.URI == "/obj/2000000" {
+			got = append(got, r.Proto+" "+r.Remote.Addr().String()+" "+r.Range)
+			t.Logf("%s %s from %s, Range %q: %d bytes sent", r.Proto, r.URI, r.Remote.Addr(), r.Range, r.Bytes)
+		}
+	}
+	require.Len(t, got, 2)
+	assert.Equal(t, "HTTP/3.0 10.71.1.1 ", got[0], "first on path 1, whole")
+	assert.Regexp(t, `^HTTP/3.0 10\.71\.2\.1 (bytes=[1-9][0-9]*-1999999)?$`, got[1], "then on path 2: the rest, or all of it if it moved at the headers")
+}
+
+func TestNetnsHTTP3MoveChild(t *testing.T) {
+	roots, err := testbed.ReadPool(testbed.ChildArg(t, "TestNetnsHTTP3Move"))
+	require.NoError(t, err)
+	m, err := intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}},
+		Policy: &policy.EAF{}, NoWatch: true})
+	require.NoError(t, err)
+	defer m.Close()
+	tr := &intents.Transport{Manager: m, HTTP3: &h3.Dialer{}, HTTP3Always: true,
+		Base: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	defer tr.Close()
+	var moves []string
+	var mu sync.Mutex
+	ctx := intents.WithDecisionTrace(context.Background(), func(di intents.DecisionInfo) {
+		if di.Moving != nil {
+			mu.Lock()
+			moves = append(moves, di.Reason)
+			mu.Unlock()
+		}
+	})
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://10.71.100.1/obj/2000000", nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, resp.Body)
+	require.NoError(t, err)
+	assert.EqualValues(t, 2e6, n)
+	assert.Equal(t, testbed.ObjectSum(2e6), [32]byte(h.Sum(nil)), "byte for byte the object")
+	st := tr.Stats()
+	assert.EqualValues(t, 1, st["p1"].Moved, "moved once, from path 1")
+	assert.Equal(t, 1, st["p1"].Idle, "the connection on path 1 stays")
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("2 MB in %v; bytes read on p1 %d, on p2 %d; move decisions: %q", time.Since(start).Round(time.Millisecond),
+		st["p1"].BytesReceived, st["p2"].BytesReceived, moves)
 }

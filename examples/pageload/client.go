@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,16 +13,20 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/sockintents/intents"
+	"github.com/sockintents/intents/h3"
 	"github.com/sockintents/intents/internal/pageload"
 	"github.com/sockintents/intents/internal/testbed"
 	"github.com/sockintents/intents/policy"
@@ -48,6 +54,11 @@ var (
 		// The intents pool on path 1 only: the pool against net/http on
 		// the same path, without any path choice.
 		"path1-intents": "path 1 (intents)",
+		// HTTP/3 (HTTPS, over QUIC): quic-go's own Transport on one path,
+		// and ours with EAF over both.
+		"h3-path1": "path 1 (quic-go HTTP/3)",
+		"h3-path2": "path 2 (quic-go HTTP/3)",
+		"eaf-h3":   "EAF, HTTP/3 (intents)",
 	}
 	defaultContenders = []string{"path1", "path2", "rr", "eaf", "eaf-hints", "eaf-mptcp", "mptcp"}
 	baselines         = []string{"path1", "path2"}
@@ -74,6 +85,9 @@ type contender struct {
 	// warm: an intents contender that keeps its Manager and Transport
 	// across loads, after one unmeasured load.
 	warm bool
+	// https: it loads the pages over HTTPS (the HTTP/3 contenders).
+	https bool
+	close func() // ends what it opened, if set
 }
 
 // closeIdle ends the contender's idle connections, so every load starts
@@ -143,6 +157,15 @@ func newContender(key string, cfg config) contender {
 		return withPolicy(&policy.EAFMPTCP{}, false)
 	case "path1-intents":
 		return withPolicy(policy.Single("p1"), false)
+	case "h3-path1", "h3-path2":
+		return h3Contender(key, "p"+key[len(key)-1:], cfg.CA)
+	case "eaf-h3":
+		c := withPolicy(&policy.EAF{}, false)
+		tr := c.rt.(*intents.Transport)
+		tr.HTTP3, tr.HTTP3Always = &h3.Dialer{}, true
+		tr.Base.TLSClientConfig = &tls.Config{RootCAs: caPool(cfg.CA)}
+		c.https = true
+		return c
 	case "mptcp":
 		// Plain net/http over MPTCP connections whose first subflow is on
 		// path 1.
@@ -179,6 +202,9 @@ func client() {
 		if tr, ok := c.rt.(*intents.Transport); ok {
 			tr.Close()
 		}
+		if c.close != nil {
+			c.close()
+		}
 		if c.m != nil {
 			c.m.Close()
 		}
@@ -196,6 +222,9 @@ func client() {
 			}
 			l := &pageload.Loader{Transport: c.rt, SizeIntents: c.hints, PathOf: localDev,
 				URL: func(host int, size int64, i int) string {
+					if c.https {
+						return fmt.Sprintf("https://10.71.100.%d/obj/%d?o=%d", host+1, size, i)
+					}
 					return fmt.Sprintf("http://10.71.100.%d/obj/%d?o=%d", host+1, size, i)
 				}}
 			res, err := l.Load(context.Background(), w)
@@ -265,13 +294,7 @@ func warmPaths() {
 
 // boundTransport is net/http on one path only.
 func boundTransport(dev string) *http.Transport {
-	d := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var err error
-		if cerr := c.Control(func(fd uintptr) { err = unix.BindToDevice(int(fd), dev) }); cerr != nil {
-			return cerr
-		}
-		return err
-	}}
+	d := &net.Dialer{Control: bindControl(dev)}
 	return &http.Transport{DialContext: d.DialContext, MaxConnsPerHost: pageload.MaxConnsPerHost}
 }
 
@@ -289,11 +312,59 @@ func progress(done, total int, what string) {
 	fmt.Fprintf(os.Stderr, "\r\033[K[%s%s] %d/%d loads  %s", strings.Repeat("#", n), strings.Repeat(".", width-n), done, total, what)
 }
 
-// localDev names the path by the connection's source address (10.71.i.1).
+// localDev names the path by the connection's source address (10.71.i.1),
+// TCP or UDP.
 func localDev(c net.Conn) string {
-	ip := c.LocalAddr().(*net.TCPAddr).IP.To4()
-	if ip == nil {
+	ap, err := netip.ParseAddrPort(c.LocalAddr().String())
+	if err != nil || !ap.Addr().Unmap().Is4() {
 		return "?"
 	}
-	return fmt.Sprintf("p%d", ip[2])
+	return fmt.Sprintf("p%d", ap.Addr().Unmap().As4()[2])
+}
+
+// h3Contender is quic-go's HTTP/3 Transport on path dev only: its QUIC
+// connections share one UDP socket bound to dev, as its own Transport
+// shares one socket.
+func h3Contender(key, dev string, ca []byte) contender {
+	lc := net.ListenConfig{Control: bindControl(dev)}
+	pc, err := lc.ListenPacket(context.Background(), "udp4", "10.71."+dev[1:]+".1:0") // the path's address (localDev)
+	if err != nil {
+		log.Fatal(err)
+	}
+	qt := &quic.Transport{Conn: pc}
+	rt := &http3.Transport{TLSClientConfig: &tls.Config{RootCAs: caPool(ca)},
+		Dial: func(ctx context.Context, addr string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
+			ua, err := net.ResolveUDPAddr("udp4", addr)
+			if err != nil {
+				return nil, err
+			}
+			return qt.DialEarly(ctx, ua, tlsCfg, cfg)
+		}}
+	return contender{key: key, rt: rt, https: true, fresh: true, close: func() {
+		rt.Close()
+		qt.Close()
+		pc.Close()
+	}}
+}
+
+// caPool trusts the web server's CA.
+func caPool(der []byte) *x509.CertPool {
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		log.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return pool
+}
+
+// bindControl binds a socket to the device dev.
+func bindControl(dev string) func(_, _ string, c syscall.RawConn) error {
+	return func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) { err = unix.BindToDevice(int(fd), dev) }); cerr != nil {
+			return cerr
+		}
+		return err
+	}
 }

@@ -181,6 +181,9 @@ type config struct {
 	Rate []int64
 	// Progress: loads done before this scenario, and in all.
 	Done, Total int
+	// CA is the web server's CA certificate (DER), for the contenders
+	// that load over HTTPS (HTTP/3).
+	CA []byte
 }
 
 // record is one measured page load.
@@ -295,11 +298,13 @@ func (r run) scenario(sc scenario, done, total int) ([]record, error) {
 		return nil, err
 	}
 	defer tb.Close()
-	if _, err := tb.StartWeb(testbed.WebOptions{}); err != nil { // MPTCP-capable, TCP for the rest
+	web, err := tb.StartWeb(testbed.WebOptions{HTTP3: true}) // MPTCP-capable, TCP for the rest; HTTP/3 on UDP
+	if err != nil {
 		return nil, err
 	}
 	cfg := config{Scenario: sc.Name, Workloads: r.workloads, Contenders: r.contenders, Reps: r.reps,
-		Trace: r.trace, ServerNetns: tb.Server.Name, Done: done, Total: total}
+		Trace: r.trace, ServerNetns: tb.Server.Name, Done: done, Total: total,
+		CA: web.CA.Cert.Certificate[len(web.CA.Cert.Certificate)-1]}
 	for _, p := range sc.Paths {
 		cfg.RTT = append(cfg.RTT, p.RTT())
 		cfg.Rate = append(cfg.Rate, p.Down.Rate)

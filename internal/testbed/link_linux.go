@@ -74,11 +74,31 @@ type Direction struct {
 	queue   chan packet
 	rng     *rand.Rand
 
-	mu        sync.Mutex // guards stats
+	mu        sync.Mutex // guards stats and onBytes
 	stats     LinkStats
+	onBytes   []bytesHook
 	busyUntil int64 // ns on CLOCK_MONOTONIC; reader goroutine only
 
 	wg sync.WaitGroup
+}
+
+// bytesHook is a function to call once a direction has delivered at bytes.
+type bytesHook struct {
+	at int64
+	f  func()
+}
+
+// OnBytes calls f once, in a goroutine of its own, when the direction has
+// delivered n bytes in all (Stats().Bytes), counted from its start: a test
+// can act in the middle of a transfer without polling.
+func (d *Direction) OnBytes(n int64, f func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stats.Bytes >= n {
+		go f()
+		return
+	}
+	d.onBytes = append(d.onBytes, bytesHook{n, f})
 }
 
 type packet struct {
@@ -213,6 +233,13 @@ func (d *Direction) deliver() {
 		d.stats.Bytes += int64(pkt.n)
 		d.stats.TotalLate += late
 		d.stats.MaxLate = max(d.stats.MaxLate, late)
+		for i := 0; i < len(d.onBytes); i++ {
+			if h := d.onBytes[i]; d.stats.Bytes >= h.at {
+				go h.f()
+				d.onBytes = append(d.onBytes[:i], d.onBytes[i+1:]...)
+				i--
+			}
+		}
 		d.mu.Unlock()
 	}
 }
