@@ -111,15 +111,27 @@ func (e *EAF) Move(req *intents.Request, from *intents.Candidate) (*intents.Path
 		}
 		return here.cap
 	}
+	// A path's load is its connections, or the requests in flight on this
+	// destination's connections there if more: an HTTP/3 connection
+	// carries many at once.
+	load := func(j int) float64 {
+		var inFlight float64
+		for k := range req.Candidates {
+			if req.Candidates[k].Path == req.Paths[j] {
+				inFlight += float64(req.Candidates[k].InFlight)
+			}
+		}
+		return max(models[j].active, inFlight)
+	}
 	var active, capacity float64
 	for j := range models {
-		active += models[j].active
+		active += load(j)
 		capacity += shareCap(&models[j])
 	}
 	best, bestAt := -1, 0.0
 	for j := range models {
 		pm := &models[j]
-		if j == i || (active > 0 && pm.active/active >= shareCap(pm)/capacity) || (req.Queued > 0 && hasConn(req, req.Paths[j])) {
+		if j == i || (active > 0 && load(j)/active >= shareCap(pm)/capacity) || (req.Queued > 0 && hasConn(req, req.Paths[j])) {
 			continue
 		}
 		at := e.setupRTTs(true, req.Dest.TLS)*pm.rtt + pm.shared(size, pm.transfer(size, pm.iw))
