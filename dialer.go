@@ -56,6 +56,24 @@ type Dialer struct {
 	// Off by default: networks may bleach or police marks. Unix only.
 	MarkDSCP bool
 
+	// RacePaths races the policy's paths on connect, as Happy Eyeballs
+	// races addresses (RFC 8305) but across paths: when the first path has
+	// not connected within PathRaceDelay, the next one is dialed beside
+	// it, and so on; the first connection made is returned and the others
+	// closed. A path still connecting when another won gets the time it
+	// had taken as an RTT sample and a lost packet in its estimates, so the
+	// next decision knows. Without it (the default) a dial tries one path
+	// after the other, each until it fails, so a path that silently drops
+	// everything holds the dial until its timeout. A path the intents
+	// avoid, or an expensive one, joins a race only for intents whose
+	// Resilience is ResilienceSensitive; a prohibited one never does. TCP
+	// only.
+	RacePaths bool
+	// PathRaceDelay is the race's delay (0: three of the path's measured
+	// round trips, at least 100 ms and at most DefaultPathRaceDelay, which
+	// it is for a path whose RTT is not known yet).
+	PathRaceDelay time.Duration
+
 	// FastOpen asks for TCP Fast Open (TCP_FASTOPEN_CONNECT on Linux): from
 	// the second connection to a server on, the first write rides in the
 	// SYN, saving a round trip. Never used together with MPTCP (the kernel
@@ -326,6 +344,18 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}
+	if d.RacePaths && len(pl.choices) > 1 && networkIsTCP(network) {
+		conn, errs := d.racePaths(ctx, &in, pl, func(ctx context.Context, c Choice) (net.Conn, error) {
+			if c.Path == nil {
+				return d.netDialer(pl.multipath(c)).DialContext(ctx, network, m.osAddress(host, port, address))
+			}
+			return d.dialPath(ctx, m, network, host, port, c.Path, pl.multipath(c))
+		})
+		if conn != nil {
+			return conn, nil
+		}
+		return nil, pathsError("dial", network, errs)
+	}
 	var errs []*PathError
 	for _, c := range pl.choices {
 		var conn net.Conn
@@ -365,6 +395,10 @@ func pathsError(op, network string, errs []*PathError) error {
 		}
 	}
 	return out
+}
+
+func networkIsTCP(network string) bool {
+	return network == "tcp" || network == "tcp4" || network == "tcp6"
 }
 
 func splitHostPort(ctx context.Context, network, address string) (string, uint16, error) {
