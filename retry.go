@@ -25,6 +25,9 @@ import (
 // before any byte of the request was written. Such a request is safe to
 // send again, whatever its method.
 func unprocessed(err error) bool {
+	if errors.Is(err, ErrUnprocessed) {
+		return true
+	}
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		switch msg := e.Error(); {
 		case msg == "http2: Transport received Server's graceful shutdown GOAWAY",
