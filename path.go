@@ -2,6 +2,7 @@ package intents
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +33,11 @@ type Path struct {
 	Addrs []netip.Addr
 	// DNS are the name servers queried through this path, with port.
 	DNS []netip.AddrPort
+	// DNSOverTLS are the path's DNS-over-TLS servers (RFC 7858), asked
+	// through this path before DNS, and instead of it unless
+	// DNSPlaintextFallback (see PathConfig).
+	DNSOverTLS           []TLSServer
+	DNSPlaintextFallback bool
 	// Search are the DNS search domains for this path.
 	Search []string
 	// DNSSource says where DNS came from: "config", "systemd-resolved"
@@ -110,6 +116,15 @@ type PathConfig struct {
 	// discover (systemd-resolved per-link state, else resolv.conf).
 	DNS    []string
 	Search []string // search domains; nil: those of the discovered configuration
+	// DNSOverTLS names DNS-over-TLS servers (RFC 7858) for the path, as
+	// "ADDR" or "ADDR:PORT" (port 853 by default), either followed by
+	// "#NAME", the name the server's certificate must show (without it,
+	// its address must): "1.1.1.1#cloudflare-dns.com". Names on the path
+	// are then resolved through them, over connections kept between
+	// queries, and the path's plaintext DNS servers are not asked, even
+	// when the encrypted ones fail, unless DNSPlaintextFallback.
+	DNSOverTLS           []string
+	DNSPlaintextFallback bool
 	// Expensive and Constrained override the default labels (cellular is
 	// expensive, nothing is constrained) when non-nil.
 	Expensive   *bool
@@ -131,6 +146,10 @@ type Config struct {
 	ResolvConf string
 	// HostsFile is the hosts file to read (default /etc/hosts).
 	HostsFile string
+	// DNSOverTLSConfig is the TLS configuration of DNS-over-TLS
+	// connections (PathConfig.DNSOverTLS): RootCAs nil trusts the
+	// system's roots. Its ServerName and NextProtos are set per server.
+	DNSOverTLSConfig *tls.Config
 	// NoWatch turns off watching interface changes (Linux only; elsewhere the
 	// table is refreshed only by Refresh).
 	NoWatch bool
@@ -260,6 +279,11 @@ func NewManager(cfg Config) (*Manager, error) {
 				return nil, fmt.Errorf("intents: path %s: %w", pc.Interface, err)
 			}
 		}
+		for _, s := range pc.DNSOverTLS {
+			if _, err := parseTLSServer(s); err != nil {
+				return nil, fmt.Errorf("intents: path %s: %w", pc.Interface, err)
+			}
+		}
 	}
 	if cfg.ResolvConf == "" {
 		cfg.ResolvConf = "/etc/resolv.conf"
@@ -297,6 +321,7 @@ func NewManager(cfg Config) (*Manager, error) {
 // Close stops watching interface changes and probing. The Manager's table
 // stays usable.
 func (m *Manager) Close() error {
+	m.resolver.closeDoT()
 	if m.probing != nil {
 		select {
 		case <-m.probing:
@@ -516,6 +541,13 @@ func (m *Manager) pathDNS(p *Path, pc *PathConfig, sys *dns.ClientConfig) {
 	}
 	if pc != nil && pc.Search != nil {
 		p.Search = trimDots(pc.Search)
+	}
+	if pc != nil {
+		for _, s := range pc.DNSOverTLS {
+			srv, _ := parseTLSServer(s) // validated in NewManager
+			p.DNSOverTLS = append(p.DNSOverTLS, srv)
+		}
+		p.DNSPlaintextFallback = pc.DNSPlaintextFallback
 	}
 }
 

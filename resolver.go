@@ -3,6 +3,7 @@ package intents
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"net/netip"
@@ -44,6 +45,9 @@ type Resolver struct {
 	next  map[string]int // per path: index of the server to ask first
 	hosts hostsTable
 	now   func() time.Time // for tests; nil is time.Now
+
+	dot    map[dotKey]*tls.Conn // idle DNS-over-TLS connections, under mu
+	closed bool                 // its Manager closed: no more are kept
 }
 
 func (r *Resolver) clock() time.Time {
@@ -354,28 +358,57 @@ func (r *Resolver) query(ctx context.Context, p *Path, name string, qtype uint16
 	m.SetQuestion(name, qtype)
 	m.SetEdns0(1232, false) // the DNS flag day 2020 size: no IP fragmentation
 	var lastErr error
+	// done takes a server's reply: true if the query is answered.
+	var addrs []netip.Addr
+	var rerr error
+	done := func(server string, reply *dns.Msg, err error) bool {
+		if err == nil {
+			err = checkReply(m, reply)
+		}
+		if err != nil {
+			lastErr = &net.DNSError{Err: err.Error(), UnwrapErr: err, Name: name, Server: server, IsTimeout: isTimeout(err)}
+			return false
+		}
+		var ttl time.Duration
+		addrs, ttl = extract(reply, name, qtype)
+		r.store(key, cacheEntry{addrs: addrs, rcode: reply.Rcode, expires: r.clock().Add(min(ttl, r.MaxTTL))})
+		rerr = rcodeErr(reply.Rcode, name)
+		return true
+	}
+	plaintext := len(p.DNSOverTLS) == 0 || p.DNSPlaintextFallback
 	for attempt := 0; attempt < r.Attempts; attempt++ {
+		// Encrypted servers first; plaintext ones only if the path has
+		// none, or may fall back to them.
+		for _, srv := range p.DNSOverTLS {
+			reply, err := r.exchangeTLS(ctx, p, srv, m)
+			if done(srv.String(), reply, err) {
+				return addrs, rerr
+			}
+			if ctx.Err() != nil {
+				return nil, lastErr
+			}
+		}
+		if !plaintext {
+			continue
+		}
 		for i := range p.DNS {
 			si := (start + i) % len(p.DNS)
 			server := p.DNS[si]
 			reply, err := r.exchange(ctx, p, server, m)
-			if err == nil {
-				err = checkReply(m, reply)
+			if done(server.String(), reply, err) {
+				r.mu.Lock()
+				r.next[p.Name] = si // stay with a server that answers
+				r.mu.Unlock()
+				return addrs, rerr
 			}
-			if err != nil {
-				lastErr = &net.DNSError{Err: err.Error(), UnwrapErr: err, Name: name, Server: server.String(), IsTimeout: isTimeout(err)}
-				if ctx.Err() != nil {
-					return nil, lastErr
-				}
-				continue
+			if ctx.Err() != nil {
+				return nil, lastErr
 			}
-			r.mu.Lock()
-			r.next[p.Name] = si // stay with a server that answers
-			r.mu.Unlock()
-			addrs, ttl := extract(reply, name, qtype)
-			r.store(key, cacheEntry{addrs: addrs, rcode: reply.Rcode, expires: r.clock().Add(min(ttl, r.MaxTTL))})
-			return addrs, rcodeErr(reply.Rcode, name)
 		}
+	}
+	if !plaintext && lastErr != nil {
+		lastErr = &net.DNSError{Err: lastErr.Error() + " (not asked in plaintext: " + errNoPlaintext.Error() + ")",
+			UnwrapErr: errors.Join(lastErr, errNoPlaintext), Name: name, IsTimeout: isTimeout(lastErr)}
 	}
 	return nil, lastErr
 }
@@ -426,6 +459,18 @@ func (r *Resolver) exchange(ctx context.Context, p *Path, server netip.AddrPort,
 }
 
 func (r *Resolver) exchangeNet(ctx context.Context, p *Path, server netip.AddrPort, m *dns.Msg, network string) (*dns.Msg, error) {
+	conn, err := r.dialPath(ctx, p, server, network)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return exchangeOn(ctx, conn, m, network)
+}
+
+// dialPath connects to server through p: bound to p unless server is a
+// loopback address (a local stub resolver), which no interface binding
+// can reach.
+func (r *Resolver) dialPath(ctx context.Context, p *Path, server netip.AddrPort, network string) (net.Conn, error) {
 	var d net.Dialer
 	if !server.Addr().IsLoopback() {
 		local, ok := p.Addr(server.Addr())
@@ -435,23 +480,7 @@ func (r *Resolver) exchangeNet(ctx context.Context, p *Path, server netip.AddrPo
 		d = *Endpoint{Path: p, Local: local}.Dialer(nil)
 		d.LocalAddr = localAddr(network, local)
 	}
-	conn, err := d.DialContext(ctx, network, server.String())
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	// The context's end, deadline or cancellation, ends a read or write
-	// blocked on the socket at once.
-	if dl, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(dl)
-	}
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	reply, err := exchangeConn(conn, m, network)
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	return reply, err
+	return d.DialContext(ctx, network, server.String())
 }
 
 // maxUDPReply is the largest UDP reply taken: the EDNS size each query

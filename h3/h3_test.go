@@ -99,10 +99,14 @@ func (s *server) udpPort() int { return s.udp.LocalAddr().(*net.UDPAddr).Port }
 // url is the origin's URL with path.
 func (s *server) url(path string) string { return s.tcp.URL + path }
 
+// transport is a Transport for s that speaks HTTP/3 where it may, without
+// racing TCP (a handshake slowed by a busy machine must not lose to it):
+// the race's own test sets a delay.
 func (s *server) transport() *intents.Transport {
 	return &intents.Transport{
-		Base:  &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.roots}, ForceAttemptHTTP2: true},
-		HTTP3: &h3.Dialer{},
+		Base:           &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.roots}, ForceAttemptHTTP2: true},
+		HTTP3:          &h3.Dialer{},
+		HTTP3RaceDelay: -1,
 	}
 }
 

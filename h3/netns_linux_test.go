@@ -106,6 +106,9 @@ func TestNetnsHTTP3Child(t *testing.T) {
 		return resp.ProtoMajor, local
 	}
 	p1, p2 := netip.MustParseAddr("10.71.1.1"), netip.MustParseAddr("10.71.2.1")
+	// HTTP/3 or nothing where the scenario wants HTTP/3: a handshake slowed
+	// by a busy machine must not lose a race to TCP and fail the test.
+	tr.HTTP3RaceDelay = -1
 	switch scenario {
 	case "paths":
 		tr.HTTP3Always = true
@@ -125,7 +128,7 @@ func TestNetnsHTTP3Child(t *testing.T) {
 		proto, _ = fetch(with("p1", intents.LevelPrefer))
 		assert.Equal(t, 3, proto, "advertised by the first response")
 	case "blocked":
-		tr.HTTP3Always = true
+		tr.HTTP3Always, tr.HTTP3RaceDelay = true, 0 // the race is what is tested
 		start := time.Now()
 		proto, local := fetch(with("p1", intents.LevelPrefer))
 		t.Logf("path 1 drops UDP: the first response came over TCP after %v (race delay %v)", time.Since(start), intents.DefaultHTTP3RaceDelay)
@@ -221,7 +224,7 @@ func TestNetnsHTTP3MigrationChild(t *testing.T) {
 	m, err := intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}}})
 	require.NoError(t, err)
 	defer m.Close()
-	tr := &intents.Transport{Manager: m, HTTP3: &h3.Dialer{}, HTTP3Always: true,
+	tr := &intents.Transport{Manager: m, HTTP3: &h3.Dialer{}, HTTP3Always: true, HTTP3RaceDelay: -1,
 		Base: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
 	defer tr.Close()
 	levels := map[string]intents.Level{"p1": intents.LevelPrefer}
@@ -364,7 +367,7 @@ func TestNetnsHTTP3MoveChild(t *testing.T) {
 		Policy: &policy.EAF{}, NoWatch: true})
 	require.NoError(t, err)
 	defer m.Close()
-	tr := &intents.Transport{Manager: m, HTTP3: &h3.Dialer{}, HTTP3Always: true,
+	tr := &intents.Transport{Manager: m, HTTP3: &h3.Dialer{}, HTTP3Always: true, HTTP3RaceDelay: -1,
 		Base: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
 	defer tr.Close()
 	var moves []string

@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"crypto/tls"
 	"net"
 	"net/netip"
 	"strconv"
@@ -17,13 +18,21 @@ type DNSServer struct {
 	Path    *Path
 	Addr    netip.AddrPort
 	queries atomic.Int64
+	// Over TLS (StartDNSOverTLS): queries and connections accepted.
+	tlsQueries, tlsConns atomic.Int64
 
 	mu   sync.Mutex
 	zone map[string][]netip.Addr // lower-case FQDN
 }
 
-// Queries is how many queries the server has received.
+// Queries is how many queries the server has received, in plaintext and
+// over TLS.
 func (s *DNSServer) Queries() int64 { return s.queries.Load() }
+
+// TLSQueries is how many of them came over TLS, and TLSConns on how many
+// connections.
+func (s *DNSServer) TLSQueries() int64 { return s.tlsQueries.Load() }
+func (s *DNSServer) TLSConns() int64   { return s.tlsConns.Load() }
 
 // Set makes name resolve to addrs (A and AAAA records, TTL 60 s).
 func (s *DNSServer) Set(name string, addrs ...netip.Addr) {
@@ -107,4 +116,46 @@ func (tb *Testbed) StartDNS() ([]*DNSServer, error) {
 		servers = append(servers, s)
 	}
 	return servers, nil
+}
+
+// StartDNSOverTLS serves the servers' zones over TLS too (RFC 7858: TCP
+// port 853 of each server's address) with ca's certificate, counting the
+// queries and connections.
+func (tb *Testbed) StartDNSOverTLS(servers []*DNSServer, ca *CA) error {
+	for _, s := range servers {
+		var l net.Listener
+		err := tb.Server.Do(func() error {
+			var err error
+			l, err = net.Listen("tcp", netip.AddrPortFrom(s.Addr.Addr(), 853).String())
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		tl := tls.NewListener(countingListener{l, &s.tlsConns}, &tls.Config{Certificates: []tls.Certificate{ca.Cert}})
+		srv := &dns.Server{Listener: tl, Net: "tcp-tls", Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+			s.tlsQueries.Add(1)
+			s.ServeDNS(w, q)
+		})}
+		started, served := make(chan struct{}), make(chan struct{})
+		srv.NotifyStartedFunc = func() { close(started) }
+		go func() { defer close(served); _ = srv.ActivateAndServe() }()
+		<-started
+		tb.OnClose(func() error { err := srv.Shutdown(); <-served; return err })
+	}
+	return nil
+}
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
 }
