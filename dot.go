@@ -53,7 +53,7 @@ type dotKey struct {
 // kept from an earlier query if there is one (RFC 7858 section 3.4):
 // again on a new connection if the kept one fails, since the server may
 // have closed it while idle. The certificate is checked against srv's
-// name (or address) with the Manager's DNSOverTLSConfig.
+// name (or address) with the Manager's DNSTLSConfig.
 func (r *Resolver) exchangeTLS(ctx context.Context, p *Path, srv TLSServer, m *dns.Msg) (*dns.Msg, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
@@ -86,8 +86,8 @@ func (r *Resolver) dialDoT(ctx context.Context, p *Path, srv TLSServer) (*tls.Co
 		return nil, err
 	}
 	cfg := &tls.Config{}
-	if r.Manager != nil && r.Manager.cfg.DNSOverTLSConfig != nil {
-		cfg = r.Manager.cfg.DNSOverTLSConfig.Clone()
+	if r.Manager != nil && r.Manager.cfg.DNSTLSConfig != nil {
+		cfg = r.Manager.cfg.DNSTLSConfig.Clone()
 	}
 	cfg.ServerName = srv.Name
 	if cfg.ServerName == "" {
@@ -128,21 +128,24 @@ func (r *Resolver) putDoT(k dotKey, c *tls.Conn) {
 	r.mu.Unlock()
 }
 
-// closeDoT closes the idle DNS-over-TLS connections; those in use are
-// closed when their query is done.
-func (r *Resolver) closeDoT() {
+// closeEncrypted closes the idle DNS-over-TLS and DNS-over-HTTPS
+// connections; those in use are closed when their query is done.
+func (r *Resolver) closeEncrypted() {
 	r.mu.Lock()
-	conns := r.dot
-	r.dot, r.closed = nil, true
+	conns, transports := r.dot, r.doh
+	r.dot, r.doh, r.closed = nil, nil, true
 	r.mu.Unlock()
 	for _, c := range conns {
 		c.Close()
+	}
+	for _, tr := range transports {
+		tr.CloseIdleConnections()
 	}
 }
 
 // errNoPlaintext says why a path with encrypted DNS servers was not asked
 // in plaintext.
-var errNoPlaintext = errors.New("its DNS-over-TLS servers failed, and PathConfig.DNSPlaintextFallback is not set")
+var errNoPlaintext = errors.New("its encrypted DNS servers failed, and PathConfig.DNSPlaintextFallback is not set")
 
 // exchangeOn sends m on conn and reads the reply, within ctx: its end
 // ends a blocked read or write at once.

@@ -33,10 +33,11 @@ type Path struct {
 	Addrs []netip.Addr
 	// DNS are the name servers queried through this path, with port.
 	DNS []netip.AddrPort
-	// DNSOverTLS are the path's DNS-over-TLS servers (RFC 7858), asked
-	// through this path before DNS, and instead of it unless
-	// DNSPlaintextFallback (see PathConfig).
+	// DNSOverTLS and DNSOverHTTPS are the path's encrypted DNS servers
+	// (RFC 7858, RFC 8484), asked through this path before DNS, and
+	// instead of it unless DNSPlaintextFallback (see PathConfig).
 	DNSOverTLS           []TLSServer
+	DNSOverHTTPS         []HTTPSServer
 	DNSPlaintextFallback bool
 	// Search are the DNS search domains for this path.
 	Search []string
@@ -123,7 +124,16 @@ type PathConfig struct {
 	// are then resolved through them, over connections kept between
 	// queries, and the path's plaintext DNS servers are not asked, even
 	// when the encrypted ones fail, unless DNSPlaintextFallback.
-	DNSOverTLS           []string
+	DNSOverTLS []string
+	// DNSOverHTTPS names DNS-over-HTTPS servers (RFC 8484) for the path:
+	// the URL of each ("https://1.1.1.1/dns-query"), whose host, if a
+	// name, is followed by "#ADDR" or "#ADDR:PORT", the address to
+	// connect to ("https://cloudflare-dns.com/dns-query#1.1.1.1": no
+	// lookup is made to reach a resolver). Queries are POSTed over HTTPS
+	// connections bound to the path and kept between queries; as for
+	// DNSOverTLS, the plaintext servers are not asked unless
+	// DNSPlaintextFallback. Asked after the DNS-over-TLS servers.
+	DNSOverHTTPS         []string
 	DNSPlaintextFallback bool
 	// Expensive and Constrained override the default labels (cellular is
 	// expensive, nothing is constrained) when non-nil.
@@ -146,10 +156,11 @@ type Config struct {
 	ResolvConf string
 	// HostsFile is the hosts file to read (default /etc/hosts).
 	HostsFile string
-	// DNSOverTLSConfig is the TLS configuration of DNS-over-TLS
-	// connections (PathConfig.DNSOverTLS): RootCAs nil trusts the
-	// system's roots. Its ServerName and NextProtos are set per server.
-	DNSOverTLSConfig *tls.Config
+	// DNSTLSConfig is the TLS configuration of encrypted DNS: DNS over TLS
+	// and over HTTPS (PathConfig.DNSOverTLS, DNSOverHTTPS). RootCAs nil
+	// trusts the system's roots; ServerName and NextProtos are set per
+	// server.
+	DNSTLSConfig *tls.Config
 	// NoWatch turns off watching interface changes (Linux only; elsewhere the
 	// table is refreshed only by Refresh).
 	NoWatch bool
@@ -284,6 +295,11 @@ func NewManager(cfg Config) (*Manager, error) {
 				return nil, fmt.Errorf("intents: path %s: %w", pc.Interface, err)
 			}
 		}
+		for _, s := range pc.DNSOverHTTPS {
+			if _, err := parseHTTPSServer(s); err != nil {
+				return nil, fmt.Errorf("intents: path %s: %w", pc.Interface, err)
+			}
+		}
 	}
 	if cfg.ResolvConf == "" {
 		cfg.ResolvConf = "/etc/resolv.conf"
@@ -321,7 +337,7 @@ func NewManager(cfg Config) (*Manager, error) {
 // Close stops watching interface changes and probing. The Manager's table
 // stays usable.
 func (m *Manager) Close() error {
-	m.resolver.closeDoT()
+	m.resolver.closeEncrypted()
 	if m.probing != nil {
 		select {
 		case <-m.probing:
@@ -546,6 +562,10 @@ func (m *Manager) pathDNS(p *Path, pc *PathConfig, sys *dns.ClientConfig) {
 		for _, s := range pc.DNSOverTLS {
 			srv, _ := parseTLSServer(s) // validated in NewManager
 			p.DNSOverTLS = append(p.DNSOverTLS, srv)
+		}
+		for _, s := range pc.DNSOverHTTPS {
+			srv, _ := parseHTTPSServer(s) // validated in NewManager
+			p.DNSOverHTTPS = append(p.DNSOverHTTPS, srv)
 		}
 		p.DNSPlaintextFallback = pc.DNSPlaintextFallback
 	}

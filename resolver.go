@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -46,8 +47,9 @@ type Resolver struct {
 	hosts hostsTable
 	now   func() time.Time // for tests; nil is time.Now
 
-	dot    map[dotKey]*tls.Conn // idle DNS-over-TLS connections, under mu
-	closed bool                 // its Manager closed: no more are kept
+	dot    map[dotKey]*tls.Conn       // idle DNS-over-TLS connections, under mu
+	doh    map[dohKey]*http.Transport // DNS-over-HTTPS transports, under mu
+	closed bool                       // its Manager closed: no more are kept
 }
 
 func (r *Resolver) clock() time.Time {
@@ -375,13 +377,22 @@ func (r *Resolver) query(ctx context.Context, p *Path, name string, qtype uint16
 		rerr = rcodeErr(reply.Rcode, name)
 		return true
 	}
-	plaintext := len(p.DNSOverTLS) == 0 || p.DNSPlaintextFallback
+	plaintext := len(p.DNSOverTLS) == 0 && len(p.DNSOverHTTPS) == 0 || p.DNSPlaintextFallback
 	for attempt := 0; attempt < r.Attempts; attempt++ {
 		// Encrypted servers first; plaintext ones only if the path has
 		// none, or may fall back to them.
 		for _, srv := range p.DNSOverTLS {
 			reply, err := r.exchangeTLS(ctx, p, srv, m)
 			if done(srv.String(), reply, err) {
+				return addrs, rerr
+			}
+			if ctx.Err() != nil {
+				return nil, lastErr
+			}
+		}
+		for _, srv := range p.DNSOverHTTPS {
+			reply, err := r.exchangeHTTPS(ctx, p, srv, m)
+			if done(srv.URL, reply, err) {
 				return addrs, rerr
 			}
 			if ctx.Err() != nil {

@@ -2,7 +2,10 @@ package testbed
 
 import (
 	"crypto/tls"
+	"errors"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -18,8 +21,10 @@ type DNSServer struct {
 	Path    *Path
 	Addr    netip.AddrPort
 	queries atomic.Int64
-	// Over TLS (StartDNSOverTLS): queries and connections accepted.
-	tlsQueries, tlsConns atomic.Int64
+	// Over TLS (StartDNSOverTLS) and HTTPS (StartDNSOverHTTPS): queries
+	// and connections accepted.
+	tlsQueries, tlsConns     atomic.Int64
+	httpsQueries, httpsConns atomic.Int64
 
 	mu   sync.Mutex
 	zone map[string][]netip.Addr // lower-case FQDN
@@ -33,6 +38,11 @@ func (s *DNSServer) Queries() int64 { return s.queries.Load() }
 // connections.
 func (s *DNSServer) TLSQueries() int64 { return s.tlsQueries.Load() }
 func (s *DNSServer) TLSConns() int64   { return s.tlsConns.Load() }
+
+// HTTPSQueries is how many came over HTTPS, and HTTPSConns on how many
+// connections.
+func (s *DNSServer) HTTPSQueries() int64 { return s.httpsQueries.Load() }
+func (s *DNSServer) HTTPSConns() int64   { return s.httpsConns.Load() }
 
 // Set makes name resolve to addrs (A and AAAA records, TTL 60 s).
 func (s *DNSServer) Set(name string, addrs ...netip.Addr) {
@@ -159,3 +169,71 @@ func (l countingListener) Accept() (net.Conn, error) {
 	}
 	return c, err
 }
+
+// StartDNSOverHTTPS serves the servers' zones over HTTPS too (RFC 8484:
+// POST https://ADDR/dns-query, TCP port 443 of each server's address)
+// with ca's certificate, counting the queries and connections.
+func (tb *Testbed) StartDNSOverHTTPS(servers []*DNSServer, ca *CA) error {
+	for _, s := range servers {
+		var l net.Listener
+		err := tb.Server.Do(func() error {
+			var err error
+			l, err = net.Listen("tcp", netip.AddrPortFrom(s.Addr.Addr(), 443).String())
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{
+			TLSConfig: &tls.Config{Certificates: []tls.Certificate{ca.Cert}},
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, err := io.ReadAll(io.LimitReader(r.Body, 65536))
+				q := new(dns.Msg)
+				if err != nil || r.Method != http.MethodPost || r.URL.Path != "/dns-query" || q.Unpack(body) != nil {
+					http.Error(w, "bad query", http.StatusBadRequest)
+					return
+				}
+				s.httpsQueries.Add(1)
+				rec := &dnsRecorder{}
+				s.ServeDNS(rec, q)
+				b, err := rec.m.Pack()
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
+				w.Header().Set("Content-Type", "application/dns-message")
+				w.Write(b)
+			}),
+			ConnState: func(_ net.Conn, st http.ConnState) {
+				if st == http.StateNew {
+					s.httpsConns.Add(1)
+				}
+			},
+		}
+		served := make(chan struct{})
+		go func() { defer close(served); _ = srv.ServeTLS(l, "", "") }()
+		tb.OnClose(func() error {
+			err := srv.Close()
+			<-served
+			if errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			return err
+		})
+	}
+	return nil
+}
+
+// dnsRecorder keeps the message a dns.Handler writes.
+type dnsRecorder struct{ m *dns.Msg }
+
+func (r *dnsRecorder) WriteMsg(m *dns.Msg) error { r.m = m; return nil }
+func (r *dnsRecorder) Write([]byte) (int, error) {
+	return 0, errors.New("dnsRecorder: raw writes are not kept")
+}
+func (r *dnsRecorder) LocalAddr() net.Addr  { return nil }
+func (r *dnsRecorder) RemoteAddr() net.Addr { return nil }
+func (r *dnsRecorder) Close() error         { return nil }
+func (r *dnsRecorder) TsigStatus() error    { return nil }
+func (r *dnsRecorder) TsigTimersOnly(bool)  {}
+func (r *dnsRecorder) Hijack()              {}
