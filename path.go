@@ -536,8 +536,18 @@ func (m *Manager) discover() ([]*Path, error) {
 	return paths, nil
 }
 
+// linkResolver is a link's DNS state as systemd-resolved keeps it.
+type linkResolver struct {
+	servers []netip.AddrPort
+	tls     []TLSServer // the same servers over TLS: port 853 unless given, the #name
+	search  []string
+	dotMode string // its DNSOverTLS= ("yes", "opportunistic", "no"), if set
+}
+
 // pathDNS fills the DNS servers of p: configuration first, then the
-// per-link state of systemd-resolved, then the system's resolv.conf.
+// per-link state of systemd-resolved, then the system's resolv.conf. The
+// encrypted ones: configuration, else systemd-resolved's where its
+// DNSOverTLS= is set for the link.
 func (m *Manager) pathDNS(p *Path, pc *PathConfig, sys *dns.ClientConfig) {
 	if pc != nil && len(pc.DNS) > 0 {
 		for _, s := range pc.DNS {
@@ -545,8 +555,13 @@ func (m *Manager) pathDNS(p *Path, pc *PathConfig, sys *dns.ClientConfig) {
 			p.DNS = append(p.DNS, ap)
 		}
 		p.DNSSource = "config"
-	} else if servers, search, ok := linkDNS(p.Index); ok {
-		p.DNS, p.Search, p.DNSSource = servers, search, "systemd-resolved"
+	} else if lr, ok := linkDNS(p.Index); ok {
+		p.DNS, p.Search, p.DNSSource = lr.servers, lr.search, "systemd-resolved"
+		// resolved's DNSOverTLS= for the link: its servers over TLS, and
+		// in plaintext too only where it is opportunistic.
+		if lr.dotMode == "yes" || lr.dotMode == "opportunistic" {
+			p.DNSOverTLS, p.DNSPlaintextFallback = lr.tls, lr.dotMode == "opportunistic"
+		}
 	} else if sys != nil {
 		for _, s := range sys.Servers {
 			if ap, err := parseServer(s); err == nil {
@@ -558,7 +573,9 @@ func (m *Manager) pathDNS(p *Path, pc *PathConfig, sys *dns.ClientConfig) {
 	if pc != nil && pc.Search != nil {
 		p.Search = trimDots(pc.Search)
 	}
-	if pc != nil {
+	if pc != nil && (len(pc.DNSOverTLS) > 0 || len(pc.DNSOverHTTPS) > 0) {
+		// Configured encrypted servers replace the discovered ones.
+		p.DNSOverTLS = nil
 		for _, s := range pc.DNSOverTLS {
 			srv, _ := parseTLSServer(s) // validated in NewManager
 			p.DNSOverTLS = append(p.DNSOverTLS, srv)

@@ -63,15 +63,16 @@ var inInitNetns = sync.OnceValue(func() bool {
 	return err1 != nil || err2 != nil || self == init
 })
 
-// linkDNS reads systemd-resolved's per-link servers and domains. In another
-// network namespace interface indexes mean other links, so it reads nothing.
-func linkDNS(ifindex int) (servers []netip.AddrPort, search []string, ok bool) {
+// linkDNS reads systemd-resolved's per-link servers, domains and DNS over
+// TLS mode. In another network namespace interface indexes mean other
+// links, so it reads nothing.
+func linkDNS(ifindex int) (lr linkResolver, ok bool) {
 	if !inInitNetns() {
-		return nil, nil, false
+		return lr, false
 	}
 	f, err := os.Open(filepath.Join(resolvedNetif, strconv.Itoa(ifindex)))
 	if err != nil {
-		return nil, nil, false
+		return lr, false
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -80,20 +81,30 @@ func linkDNS(ifindex int) (servers []netip.AddrPort, search []string, ok bool) {
 		switch k {
 		case "SERVERS":
 			for _, s := range strings.Fields(v) {
-				s, _, _ = strings.Cut(s, "#") // drop the DoT server name
-				if ap, err := parseServer(s); err == nil {
-					servers = append(servers, ap)
+				addr, name, _ := strings.Cut(s, "#") // the DoT server name
+				ap, err := parseServer(addr)
+				if err != nil {
+					continue
 				}
+				lr.servers = append(lr.servers, ap)
+				// Over TLS: the port given, else 853 (as resolved does).
+				if _, perr := netip.ParseAddrPort(addr); perr != nil {
+					ap = netip.AddrPortFrom(ap.Addr(), 853)
+				}
+				lr.tls = append(lr.tls, TLSServer{Addr: ap, Name: name})
 			}
 		case "DOMAINS":
 			for _, d := range strings.Fields(v) {
 				if !strings.HasPrefix(d, "~") { // routing-only domains are not search domains
-					search = append(search, d)
+					lr.search = append(lr.search, d)
 				}
 			}
+		case "DNS_OVER_TLS":
+			lr.dotMode = v
 		}
 	}
-	return servers, trimDots(search), len(servers) > 0
+	lr.search = trimDots(lr.search)
+	return lr, len(lr.servers) > 0
 }
 
 // For tests: a small receive buffer forces overflows, which are counted

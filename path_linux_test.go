@@ -2,6 +2,7 @@ package intents
 
 import (
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,10 +44,36 @@ func TestLinkDNSFromSystemdResolved(t *testing.T) {
 	old := resolvedNetif
 	resolvedNetif = dir
 	t.Cleanup(func() { resolvedNetif = old })
-	servers, search, ok := linkDNS(3)
+	lr, ok := linkDNS(3)
 	require.True(t, ok)
-	assert.Equal(t, "[192.0.2.53:53 [2001:db8::53]:53 192.0.2.54:5353]", fmtAny(servers))
-	assert.Equal(t, []string{"corp.example"}, search)
-	_, _, ok = linkDNS(4)
+	assert.Equal(t, "[192.0.2.53:53 [2001:db8::53]:53 192.0.2.54:5353]", fmtAny(lr.servers))
+	assert.Equal(t, []string{"corp.example"}, lr.search)
+	assert.Empty(t, lr.dotMode, "no DNSOverTLS= for the link")
+	_, ok = linkDNS(4)
 	assert.False(t, ok)
+
+	// resolved's DNSOverTLS= for a link: its servers over TLS, port 853
+	// unless one was given, with their names; strict unless opportunistic.
+	for mode, fallback := range map[string]bool{"yes": false, "opportunistic": true} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "5"), []byte("SERVERS=192.0.2.53 2001:db8::53#dns.example 192.0.2.54:5353\n"+
+			"DNS_OVER_TLS="+mode+"\n"), 0o644))
+		lr, ok = linkDNS(5)
+		require.True(t, ok)
+		assert.Equal(t, mode, lr.dotMode)
+		assert.Equal(t, []TLSServer{{Addr: netip.MustParseAddrPort("192.0.2.53:853")},
+			{Addr: netip.MustParseAddrPort("[2001:db8::53]:853"), Name: "dns.example"},
+			{Addr: netip.MustParseAddrPort("192.0.2.54:5353")}}, lr.tls)
+		m := &Manager{}
+		p := &Path{Index: 5}
+		m.pathDNS(p, nil, nil)
+		assert.Equal(t, "systemd-resolved", p.DNSSource)
+		assert.Equal(t, lr.tls, p.DNSOverTLS, mode)
+		assert.Equal(t, fallback, p.DNSPlaintextFallback, mode)
+		// A path's configuration replaces them.
+		p = &Path{Index: 5}
+		m.pathDNS(p, &PathConfig{DNSOverHTTPS: []string{"https://192.0.2.9/dns-query"}}, nil)
+		assert.Empty(t, p.DNSOverTLS)
+		assert.Len(t, p.DNSOverHTTPS, 1)
+		assert.False(t, p.DNSPlaintextFallback)
+	}
 }

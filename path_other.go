@@ -5,7 +5,6 @@ package intents
 import (
 	"errors"
 	"net"
-	"net/netip"
 )
 
 // classify uses name hints only: outside Linux there is no portable way to
@@ -19,7 +18,7 @@ func classify(ifi net.Interface) InterfaceType {
 
 // linkDNS has no per-link source outside Linux; resolv.conf or the
 // configuration is used.
-func linkDNS(int) ([]netip.AddrPort, []string, bool) { return nil, nil, false }
+func linkDNS(int) (linkResolver, bool) { return linkResolver{}, false }
 
 // watchInterfaces is not implemented outside Linux; call Manager.Refresh.
 func watchInterfaces(func()) (func() error, error) { return nil, errors.ErrUnsupported }
