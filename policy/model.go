@@ -275,13 +275,24 @@ func (m *Model) NewConn(p *intents.Path, size int64, tls bool) time.Duration {
 // Reuse predicts the completion time of size bytes over the pooled
 // connection c: one round trip to ask, after it is done with what it still
 // owes and with the requests waiting for it (a round trip each), with the
-// window its earlier transfers grew (see pathModel.window).
+// window its earlier transfers grew (see pathModel.window). On a free
+// stream of a multiplexed connection it shares the connection with the
+// streams in flight instead of waiting for them.
 func (m *Model) Reuse(c *intents.Candidate, size int64) time.Duration {
 	return seconds(m.reuse(m.path(c.Path), c, float64(size)))
 }
 
 // reuse is Reuse in seconds, with c's path modelled by pm.
 func (m *Model) reuse(pm pathModel, c *intents.Candidate, size float64) float64 {
+	if c.Available > 0 && c.InFlight > 0 {
+		// A free stream of a multiplexed connection (HTTP/2, HTTP/3): the
+		// request shares the connection with the streams in flight, each
+		// a flow of the path's beside its other connections; it does not
+		// wait for them to drain.
+		shared := pm
+		shared.active = max(pm.active-1, 0) + float64(c.InFlight)
+		return m.setupRTTs(false, false)*pm.rtt + shared.shared(size, pm.transfer(size, pm.window(c)))
+	}
 	wait, pm := pm.drain(float64(c.Pending), float64(c.WaitingBytes))
 	wait += float64(c.Waiting) * pm.rtt
 	return wait + m.setupRTTs(false, false)*pm.rtt + pm.shared(size, pm.transfer(size, pm.window(c)))
