@@ -219,7 +219,11 @@ func (c *core) applyNew(w *waiter, ch Choice, first bool, now time.Time) (grant,
 	if firstInLine && !c.roomFor(w.key) && c.underHostLimit(w.key) {
 		c.closeOldestIdle() // make room under the total limit, as browsers do
 	}
-	if first && ch.Fresh && !c.roomFor(w.key) {
+	// The policy's first choice wants a new connection on its path (a
+	// Fresh one, or a connection there of which none is free): at the
+	// host's limit an idle one elsewhere makes room, or, with every
+	// connection idle on other paths, nothing would ever free a slot.
+	if first && !c.roomFor(w.key) {
 		c.replaceIdleFor(w, ch.Path, firstInLine)
 	}
 	if !c.roomFor(w.key) {

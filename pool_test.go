@@ -416,6 +416,29 @@ func TestFreshChoiceClosesTheLastIdleOfAnotherPath(t *testing.T) {
 	c.undo(g)
 }
 
+// So does a choice of a connection on a path (not Fresh) where that path
+// has none free: with the host's limit held by an idle connection on
+// another path, nothing else would ever free a slot, and the request would
+// wait until its context ended.
+func TestPathChoiceClosesTheLastIdleOfAnotherPath(t *testing.T) {
+	a := fakePath("a", "10.9.0.1")
+	b := fakePath("b", "10.9.1.1")
+	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+		d.Choices = append(d.Choices, Choice{Path: b})
+	}))
+	e := &entry{id: 1, key: "k", path: a, c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
+	c := poolWith(m, 1, 17, []*Path{a, b}, e)
+	w := queuedWaiter(0)
+	c.mu.Lock()
+	g, ok := c.attempt(w, nil)
+	c.mu.Unlock()
+	require.True(t, ok, "granted, not left waiting")
+	assert.True(t, g.dials(), "a new connection")
+	assert.Equal(t, b, g.slot.path, "on the path the policy wants")
+	assert.True(t, e.removed, "the idle one on the other path made room")
+	c.undo(g)
+}
+
 // At the host's limit, with every connection on path a, a waiter whose
 // policy wants a new connection on the unused path b gets the next
 // connection to go idle (closed, for b's), before the waiters ahead of it
