@@ -2,6 +2,7 @@ package intents
 
 import (
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -146,19 +147,19 @@ func parseAltSvc(v string) (alts []altValue, clear, ok bool) {
 	}
 	for len(v) > 0 && len(alts) < maxAltValues {
 		var a altValue
-		var authority string
-		var rest string
+		var authority, rest, h, p string
+		var err error
 		a.proto, authority, rest, ok = altParam(v)
 		if !ok || !strings.HasPrefix(authority, `"`) {
 			return nil, false, false
 		}
-		if a.proto, ok = percentDecode(a.proto); !ok {
+		if a.proto, err = url.PathUnescape(a.proto); err != nil { // RFC 3986 percent-encoding
 			return nil, false, false
 		}
 		if authority, ok = unquote(authority); !ok {
 			return nil, false, false
 		}
-		h, p, err := net.SplitHostPort(authority)
+		h, p, err = net.SplitHostPort(authority)
 		if err != nil {
 			return nil, false, false
 		}
@@ -244,30 +245,6 @@ func unquote(s string) (string, bool) {
 			return "", false
 		}
 		b.WriteByte(s[i])
-	}
-	return b.String(), true
-}
-
-// percentDecode decodes a protocol-id's %XX escapes.
-func percentDecode(s string) (string, bool) {
-	if !strings.Contains(s, "%") {
-		return s, true
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		n, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
-		if err != nil {
-			return "", false
-		}
-		b.WriteByte(byte(n))
-		i += 2
 	}
 	return b.String(), true
 }

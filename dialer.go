@@ -477,35 +477,12 @@ func chainControl(ours controlFunc, control func(network, address string, c sysc
 // dialPath resolves host on path p and connects through p with Happy
 // Eyeballs (RFC 8305) over the path's addresses.
 func (d *Dialer) dialPath(ctx context.Context, m *Manager, network, host string, port uint16, p *Path, mp Multipath) (net.Conn, error) {
-	trace := httptrace.ContextClientTrace(ctx)
-	_, notLiteral := netip.ParseAddr(host) // a name: resolved, so traced
-	if trace != nil && trace.DNSStart != nil && notLiteral != nil {
-		trace.DNSStart(httptrace.DNSStartInfo{Host: host})
-	}
-	addrs, err := m.Resolver().lookupChoice(ctx, network, host, p)
-	if trace != nil && trace.DNSDone != nil && notLiteral != nil {
-		info := httptrace.DNSDoneInfo{Err: err}
-		for _, a := range addrs {
-			info.Addrs = append(info.Addrs, net.IPAddr{IP: a.AsSlice(), Zone: a.Zone()})
-		}
-		trace.DNSDone(info)
-	}
+	addrs, viaLoopback, err := m.pathAddrs(ctx, network, host, p)
 	if err != nil {
-		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+		return nil, err
 	}
-	if p.Type != TypeLoopback && len(addrs) > 0 && !slices.ContainsFunc(addrs, func(a netip.Addr) bool { return !a.IsLoopback() }) {
-		// A name for this host: no access network reaches it, the
-		// operating system does, over loopback.
+	if viaLoopback {
 		return d.netDialer(mp).DialContext(ctx, network, net.JoinHostPort(addrs[0].String(), strconv.Itoa(int(port))))
-	}
-	// Only addresses the path can reach: of a family it has an address of.
-	addrs = slices.DeleteFunc(addrs, func(a netip.Addr) bool {
-		_, ok := p.Addr(a)
-		return !ok || (networkFamily(network) == 4 && !a.Is4()) || (networkFamily(network) == 6 && a.Is4())
-	})
-	if len(addrs) == 0 {
-		return nil, &net.OpError{Op: "dial", Net: network,
-			Err: fmt.Errorf("intents: %s has no address on path %s's families (%s)", host, p.Name, familiesOf(p))}
 	}
 	var primaries, fallbacks []netip.Addr
 	for _, a := range addrs {
@@ -528,6 +505,42 @@ func (d *Dialer) dialPath(ctx context.Context, m *Manager, network, host string,
 		ic.release = release
 	}
 	return c, nil
+}
+
+// pathAddrs resolves host on path p (traced as net/http's dials are): its
+// addresses the path can reach, of a family it has an address of and that
+// network allows. viaLoopback says that host is this host (a path other
+// than loopback got only loopback addresses): the operating system reaches
+// it, over loopback, at addrs[0].
+func (m *Manager) pathAddrs(ctx context.Context, network, host string, p *Path) (addrs []netip.Addr, viaLoopback bool, err error) {
+	trace := httptrace.ContextClientTrace(ctx)
+	_, notLiteral := netip.ParseAddr(host) // a name: resolved, so traced
+	if trace != nil && trace.DNSStart != nil && notLiteral != nil {
+		trace.DNSStart(httptrace.DNSStartInfo{Host: host})
+	}
+	addrs, err = m.Resolver().lookupChoice(ctx, network, host, p)
+	if trace != nil && trace.DNSDone != nil && notLiteral != nil {
+		info := httptrace.DNSDoneInfo{Err: err}
+		for _, a := range addrs {
+			info.Addrs = append(info.Addrs, net.IPAddr{IP: a.AsSlice(), Zone: a.Zone()})
+		}
+		trace.DNSDone(info)
+	}
+	if err != nil {
+		return nil, false, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
+	if p.Type != TypeLoopback && len(addrs) > 0 && !slices.ContainsFunc(addrs, func(a netip.Addr) bool { return !a.IsLoopback() }) {
+		return addrs, true, nil
+	}
+	addrs = slices.DeleteFunc(addrs, func(a netip.Addr) bool {
+		_, ok := p.Addr(a)
+		return !ok || (networkFamily(network) == 4 && !a.Is4()) || (networkFamily(network) == 6 && a.Is4())
+	})
+	if len(addrs) == 0 {
+		return nil, false, &net.OpError{Op: "dial", Net: network,
+			Err: fmt.Errorf("intents: %s has no address on path %s's families (%s)", host, p.Name, familiesOf(p))}
+	}
+	return addrs, false, nil
 }
 
 func familiesOf(p *Path) string {

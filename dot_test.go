@@ -3,6 +3,7 @@ package intents
 import (
 	"context"
 	"crypto/tls"
+	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -129,28 +130,9 @@ func TestDNSOverTLSWrongCertificate(t *testing.T) {
 func TestDNSOverTLSSilentServer(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	var conns []net.Conn
-	var mu sync.Mutex
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c) // held open, never answered
-			mu.Unlock()
-		}
-	}()
-	defer func() {
-		l.Close()
-		<-done
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
+	// Holds each connection open, never answering, until the client
+	// closes it.
+	testbed.Serve(t, l, func(c net.Conn) { io.Copy(io.Discard, c) })
 	plain := startFakeDNS(t, answering("www.test. 60 IN A 192.0.2.99"), nil)
 	p := loPath(plain)
 	p.DNSOverTLS = []TLSServer{{Addr: netip.MustParseAddrPort(l.Addr().String())}}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -399,10 +398,10 @@ func (t *Transport) http3Port(o origin, proxied bool, ch Choice, now time.Time) 
 }
 
 // dialHTTP3 opens an HTTP/3 connection to o on ch's path.
-func (t *Transport) dialHTTP3(ctx context.Context, ch Choice, o origin, port uint16, opened Intents) (*h3Conn, net.PacketConn, error) {
+func (t *Transport) dialHTTP3(ctx context.Context, ch Choice, o origin, port uint16, opened Intents) (*h3Conn, error) {
 	pc, remote, err := t.dialer.packetConnFor(ctx, t.core.m, o.host, port, ch)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cfg := t.tlsH3.Clone()
 	if cfg.ServerName == "" {
@@ -410,9 +409,9 @@ func (t *Transport) dialHTTP3(ctx context.Context, ch Choice, o origin, port uin
 	}
 	c, err := t.HTTP3.DialHTTP3(ctx, pc, remote, cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return &h3Conn{c: c, dialer: t.dialer, remote: remote, opened: opened}, pc, nil
+	return &h3Conn{c: c, dialer: t.dialer, remote: remote, opened: opened}, nil
 }
 
 // raceHTTP3 opens a connection to o for a request: HTTP/3 on ch's path,
@@ -431,7 +430,7 @@ func (t *Transport) raceHTTP3(ctx context.Context, ch Choice, o origin, port uin
 	}
 	results := make(chan result, 2)
 	go func() {
-		c, _, err := t.dialHTTP3(ctx, ch, o, port, opened)
+		c, err := t.dialHTTP3(ctx, ch, o, port, opened)
 		if err != nil {
 			results <- result{err: err, quic: true}
 			return
@@ -538,36 +537,23 @@ func (d *Dialer) packetConnFor(ctx context.Context, m *Manager, host string, por
 			return nil, netip.AddrPort{}, err
 		}
 	}
-	p := c.Path
-	addrs, err := m.Resolver().lookupChoice(ctx, network, host, p)
-	if err != nil {
-		return nil, netip.AddrPort{}, &net.OpError{Op: "dial", Net: network, Err: err}
-	}
-	if p.Type != TypeLoopback && len(addrs) > 0 && !slices.ContainsFunc(addrs, func(a netip.Addr) bool { return !a.IsLoopback() }) {
-		// A name for this host: the operating system reaches it, over
-		// loopback (as dialPath).
-		return listenOS(addrs[0])
-	}
-	var addr netip.Addr
-	for _, a := range addrs {
-		if _, ok := p.Addr(a); ok {
-			addr = a
-			break
-		}
-	}
-	if !addr.IsValid() {
-		return nil, netip.AddrPort{}, &net.OpError{Op: "dial", Net: network,
-			Err: fmt.Errorf("intents: %s has no address on path %s's families (%s)", host, p.Name, familiesOf(p))}
-	}
-	nw := "udp4"
-	if addr.Is6() {
-		nw = "udp6"
-	}
-	pc, err := d.listenPath(ctx, nw, netip.Addr{}, 0, p)
+	addrs, viaLoopback, err := m.pathAddrs(ctx, network, host, c.Path)
 	if err != nil {
 		return nil, netip.AddrPort{}, err
 	}
-	return pc, netip.AddrPortFrom(addr, port), nil
+	if viaLoopback {
+		return listenOS(addrs[0])
+	}
+	// The first address: QUIC has no Happy Eyeballs of its own here.
+	nw := "udp4"
+	if addrs[0].Is6() {
+		nw = "udp6"
+	}
+	pc, err := d.listenPath(ctx, nw, netip.Addr{}, 0, c.Path)
+	if err != nil {
+		return nil, netip.AddrPort{}, err
+	}
+	return pc, netip.AddrPortFrom(addrs[0], port), nil
 }
 
 // resolveOS resolves host as the operating system would (the Manager's

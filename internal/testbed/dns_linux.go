@@ -116,13 +116,8 @@ func (tb *Testbed) StartDNS() ([]*DNSServer, error) {
 			}
 			return nil, err
 		}
-		for _, srv := range []*dns.Server{{PacketConn: pc, Handler: s}, {Listener: l, Handler: s}} {
-			started, served := make(chan struct{}), make(chan struct{})
-			srv.NotifyStartedFunc = func() { close(started) }
-			go func() { defer close(served); _ = srv.ActivateAndServe() }()
-			<-started
-			tb.OnClose(func() error { err := srv.Shutdown(); <-served; return err })
-		}
+		tb.serveDNS(&dns.Server{PacketConn: pc, Handler: s})
+		tb.serveDNS(&dns.Server{Listener: l, Handler: s})
 		servers = append(servers, s)
 	}
 	return servers, nil
@@ -133,25 +128,15 @@ func (tb *Testbed) StartDNS() ([]*DNSServer, error) {
 // queries and connections.
 func (tb *Testbed) StartDNSOverTLS(servers []*DNSServer, ca *CA) error {
 	for _, s := range servers {
-		var l net.Listener
-		err := tb.Server.Do(func() error {
-			var err error
-			l, err = net.Listen("tcp", netip.AddrPortFrom(s.Addr.Addr(), 853).String())
-			return err
-		})
+		l, err := tb.listenTCP(netip.AddrPortFrom(s.Addr.Addr(), 853))
 		if err != nil {
 			return err
 		}
 		tl := tls.NewListener(countingListener{l, &s.tlsConns}, &tls.Config{Certificates: []tls.Certificate{ca.Cert}})
-		srv := &dns.Server{Listener: tl, Net: "tcp-tls", Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+		tb.serveDNS(&dns.Server{Listener: tl, Net: "tcp-tls", Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
 			s.tlsQueries.Add(1)
 			s.ServeDNS(w, q)
-		})}
-		started, served := make(chan struct{}), make(chan struct{})
-		srv.NotifyStartedFunc = func() { close(started) }
-		go func() { defer close(served); _ = srv.ActivateAndServe() }()
-		<-started
-		tb.OnClose(func() error { err := srv.Shutdown(); <-served; return err })
+		})})
 	}
 	return nil
 }
@@ -175,16 +160,11 @@ func (l countingListener) Accept() (net.Conn, error) {
 // with ca's certificate, counting the queries and connections.
 func (tb *Testbed) StartDNSOverHTTPS(servers []*DNSServer, ca *CA) error {
 	for _, s := range servers {
-		var l net.Listener
-		err := tb.Server.Do(func() error {
-			var err error
-			l, err = net.Listen("tcp", netip.AddrPortFrom(s.Addr.Addr(), 443).String())
-			return err
-		})
+		l, err := tb.listenTCP(netip.AddrPortFrom(s.Addr.Addr(), 443))
 		if err != nil {
 			return err
 		}
-		srv := &http.Server{
+		tb.serveHTTP(&http.Server{
 			TLSConfig: &tls.Config{Certificates: []tls.Certificate{ca.Cert}},
 			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				body, err := io.ReadAll(io.LimitReader(r.Body, 65536))
@@ -209,17 +189,7 @@ func (tb *Testbed) StartDNSOverHTTPS(servers []*DNSServer, ca *CA) error {
 					s.httpsConns.Add(1)
 				}
 			},
-		}
-		served := make(chan struct{})
-		go func() { defer close(served); _ = srv.ServeTLS(l, "", "") }()
-		tb.OnClose(func() error {
-			err := srv.Close()
-			<-served
-			if errors.Is(err, http.ErrServerClosed) {
-				err = nil
-			}
-			return err
-		})
+		}, l, true)
 	}
 	return nil
 }

@@ -240,24 +240,7 @@ func (tb *Testbed) StartWeb(opts WebOptions) (*WebServer, error) {
 			if err != nil {
 				return nil, err
 			}
-			srv := newServer()
-			served := make(chan struct{})
-			go func() {
-				defer close(served)
-				if port == "443" {
-					_ = srv.ServeTLS(l, "", "")
-				} else {
-					_ = srv.Serve(l)
-				}
-			}()
-			tb.OnClose(func() error {
-				err := srv.Close()
-				<-served
-				if errors.Is(err, http.ErrServerClosed) {
-					err = nil
-				}
-				return err
-			})
+			tb.serveHTTP(newServer(), l, port == "443")
 		}
 	}
 	if opts.HTTP3 {
