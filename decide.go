@@ -116,11 +116,24 @@ func (m *Manager) decideUntraced(q query, explain bool, buf []Choice) (decision,
 		}
 		return false
 	})
+	silenced := false
+	if slices.ContainsFunc(d.permitted, responsive) {
+		// A path that went silent is left out while another may carry the
+		// request; with none other it is tried, which may show it is back.
+		d.permitted = slices.DeleteFunc(d.permitted, func(p *Path) bool {
+			if !responsive(p) {
+				silenced = true
+				d.excl = append(d.excl, Exclusion{Path: p.Name, Reason: "unresponsive (carried nothing while data was owed; probed until it answers)"})
+				return true
+			}
+			return false
+		})
+	}
 	if len(d.permitted) == 0 {
 		return d, d.noPath(dest, "")
 	}
 	// System routing is safe only when any path may carry the request.
-	bindSystem := constrained || len(m.cfg.Paths) > 0
+	bindSystem := constrained || len(m.cfg.Paths) > 0 || silenced
 	visible := func(c *Candidate) bool {
 		return (c.Path == nil && !bindSystem) || (c.Path != nil && slices.Contains(d.permitted, c.Path))
 	}
@@ -335,3 +348,7 @@ func decisionTrace(ctx context.Context, m *Manager) func(DecisionInfo) {
 		}
 	}
 }
+
+// responsive reports whether p is not marked as carrying nothing (see
+// Estimate.Unresponsive).
+func responsive(p *Path) bool { return p.est == nil || !p.est.Unresponsive() }

@@ -696,6 +696,9 @@ func (pd pathDial) one(ctx context.Context, remote netip.AddrPort) (net.Conn, er
 	// With TFO, connect returns before the handshake. A handshake that took
 	// the initial retransmission timeout had a SYN or SYN-ACK resent, and
 	// its time is no round trip (Karn's rule, RFC 6298).
+	if strings.HasPrefix(network, "tcp") && p.est != nil && !fastOpen {
+		p.est.ClearUnresponsive() // a handshake got through
+	}
 	if rtt := time.Since(start); strings.HasPrefix(network, "tcp") && p.est != nil && !fastOpen && rtt < initialRTO {
 		if ctx.Value(probeKey{}) != nil {
 			p.est.AddProbe(rtt)

@@ -73,6 +73,12 @@ type Estimate struct {
 	Measured       bool          // RTT is measured, not only the prior
 	Pending        int64         // bytes expected by this library's transfers in progress
 	ProbeRTT       time.Duration // median connect time of recent active probes (0: none)
+	// Unresponsive: connections on the path received nothing for several
+	// RTTs while they were owed data, and a probe through the path got no
+	// answer either, although the link is up (a blackhole). Decisions
+	// leave the path out while another may be used, until a connection
+	// through it succeeds again (it is probed meanwhile).
+	Unresponsive bool
 }
 
 // FreeBandwidth is the capacity share a new transfer can expect, the
@@ -92,7 +98,7 @@ func (p *Path) Estimate() Estimate {
 	}
 	s := p.est.Snapshot()
 	return Estimate{RTT: s.RTT, RTTVar: s.RTTVar, MinRTT: s.MinRTT, Bandwidth: int64(s.MaxRate), BandwidthFloor: !s.CapacityShown, Rate: int64(s.Rate),
-		Active: s.Active, Loss: s.Loss, Measured: s.Samples > 0, Pending: s.Pending, ProbeRTT: s.ProbeRTT}
+		Active: s.Active, Loss: s.Loss, Measured: s.Samples > 0, Pending: s.Pending, ProbeRTT: s.ProbeRTT, Unresponsive: s.Unresponsive}
 }
 
 // Addr returns the path's first address of the family of remote (IPv4 or

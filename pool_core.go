@@ -57,13 +57,18 @@ type entry struct {
 	pathDown atomic.Bool // closed because its path went away
 
 	// estimator feeding, guarded by sampler.mu
-	active    bool  // counted as active on its path
-	tickBytes int64 // bytesIn at the last tick
+	active      bool      // counted as active on its path
+	tickBytes   int64     // bytesIn at the last tick
+	activeSince time.Time // when it last became active
 
 	// TCP_INFO counters at the last sample: sampled outside every lock
 	// (a system call), so under a lock of their own.
 	sampleMu              sync.Mutex
 	lastRetrans, lastSegs uint64
+	// A quiet connection's liveness probe (see core.checkQuiet), under
+	// sampleMu too.
+	probing  bool          // a probe is out
+	answered time.Duration // how quiet it was when a probe was last answered
 
 	bytesIn, bytesOut atomic.Int64
 	pending           atomic.Int64 // bytes expected by requests in flight
@@ -176,6 +181,7 @@ func newCore(m *Manager, l limits) *core {
 		entries: map[string][]*entry{}, dialing: map[dialKey]int{}, stats: map[string]*PathStats{}}
 	c.measureCtx, c.stopMeasuring = context.WithCancel(context.Background())
 	c.sampler.stalled = c.migrateStalled
+	c.sampler.quiet = c.checkQuiet
 	if m != nil {
 		c.unsub = m.subscribe(c.drainGonePaths)
 	}

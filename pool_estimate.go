@@ -28,6 +28,10 @@ type sampler struct {
 	// stalled, if set, is told of an active connection whose path stopped
 	// answering it (see h3Conn.stalled), from a tick, outside s.mu.
 	stalled func(*entry)
+	// quiet, if set, is given each active TCP connection's TCP_INFO and
+	// how long it has had requests in flight (see core.checkQuiet), from
+	// a tick, outside s.mu.
+	quiet func(e *entry, info tcpinfo.Info, activeFor time.Duration)
 }
 
 // setActive counts e as active (requests in flight) on its path or not, and
@@ -57,6 +61,7 @@ func (s *sampler) setActive(e *entry, active bool) {
 	}
 	e.path.addActive(1)
 	e.tickBytes = e.bytesIn.Load()
+	e.activeSince = time.Now()
 	s.active = append(s.active, e)
 	if s.ticker == nil && !s.stopped {
 		s.lastTick = time.Now()
@@ -88,7 +93,9 @@ func (s *sampler) tick() {
 	delivered := map[*Path]int64{}
 	active := make([]*entry, len(s.active))
 	copy(active, s.active)
-	for _, e := range active {
+	activeFor := make([]time.Duration, len(active))
+	for i, e := range active {
+		activeFor[i] = now.Sub(e.activeSince)
 		in := e.bytesIn.Load()
 		delivered[e.path] += in - e.tickBytes
 		e.tickBytes = in
@@ -100,8 +107,10 @@ func (s *sampler) tick() {
 	}
 	s.mu.Unlock()
 
-	for _, e := range active {
-		sampleTCP(e)
+	for i, e := range active {
+		if info, ok := sampleTCP(e); ok && s.quiet != nil {
+			s.quiet(e, info, activeFor[i])
+		}
 		if h, ok := e.c.(*h3Conn); ok && s.stalled != nil && h.stalled(now) {
 			s.stalled(e)
 		}
@@ -151,30 +160,22 @@ func hasPathNamed(m map[*Path]int64, name string) bool {
 }
 
 // sampleTCP feeds e's TCP_INFO (RTT, loss), or an HTTP/3 connection's
-// RTT estimate, to its path's estimates. It
-// makes a system call: never under a pool lock.
-func sampleTCP(e *entry) {
+// RTT estimate, to its path's estimates, and returns the TCP_INFO, if
+// there is one. It makes a system call: never under a pool lock.
+func sampleTCP(e *entry) (tcpinfo.Info, bool) {
 	if e.path == nil || e.raw == nil {
-		return
+		return tcpinfo.Info{}, false
 	}
 	if q, ok := e.c.(interface{ rtt() time.Duration }); ok {
 		// QUIC's own estimate: its socket has no TCP_INFO.
 		if rtt := q.rtt(); rtt > 0 {
 			e.path.sampleRTT(rtt)
 		}
-		return
+		return tcpinfo.Info{}, false
 	}
-	sc, ok := e.raw.(syscall.Conn)
+	info, ok := tcpInfoOf(e)
 	if !ok {
-		return
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return
-	}
-	info, err := tcpinfo.Get(rc)
-	if err != nil {
-		return
+		return info, false
 	}
 	e.path.sampleRTT(info.RTT)
 	e.sampleMu.Lock()
@@ -183,6 +184,22 @@ func sampleTCP(e *entry) {
 		e.path.est.AddLoss(info.Retrans-e.lastRetrans, info.DataSegsOut-e.lastSegs)
 	}
 	e.lastRetrans, e.lastSegs = info.Retrans, info.DataSegsOut
+	return info, true
+}
+
+// tcpInfoOf reads the TCP_INFO of e's socket, if it has one. A system
+// call: never under a pool lock.
+func tcpInfoOf(e *entry) (tcpinfo.Info, bool) {
+	sc, ok := e.raw.(syscall.Conn)
+	if !ok {
+		return tcpinfo.Info{}, false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return tcpinfo.Info{}, false
+	}
+	info, err := tcpinfo.Get(rc)
+	return info, err == nil
 }
 
 // deliveryWindow sums a path's delivered bytes over its last few ticks.

@@ -36,6 +36,9 @@ type Snapshot struct {
 	// ProbeRTT is the median of the recent active probes' connect times
 	// (zero without probes).
 	ProbeRTT time.Duration
+	// Unresponsive: the path carried nothing for a while with data owed
+	// and did not answer a probe, and nothing has got through since.
+	Unresponsive bool
 }
 
 // FreeRate is the capacity share a new transfer can expect, the
@@ -68,7 +71,18 @@ type Path struct {
 	nProbes   int
 	delivered atomic.Int64
 	probing   atomic.Bool // a probe of the path is under way
+	silent    atomic.Bool // see Snapshot.Unresponsive
 }
+
+// MarkUnresponsive marks the path as carrying nothing; it reports whether
+// it was not marked yet.
+func (p *Path) MarkUnresponsive() bool { return p.silent.CompareAndSwap(false, true) }
+
+// ClearUnresponsive ends the mark: something got through.
+func (p *Path) ClearUnresponsive() { p.silent.Store(false) }
+
+// Unresponsive reports whether the path is marked as carrying nothing.
+func (p *Path) Unresponsive() bool { return p.silent.Load() }
 
 // StartProbe claims the path's one probe slot: false if a probe is under
 // way. EndProbe gives it back.
@@ -235,6 +249,7 @@ func (p *Path) Snapshot() Snapshot {
 		s.Loss = float64(p.lost) / float64(p.sent)
 	}
 	s.Pending = p.pending
+	s.Unresponsive = p.silent.Load()
 	if n := min(p.nProbes, probeHistory); n > 0 {
 		probes := make([]time.Duration, n)
 		copy(probes, p.probes[:n])

@@ -10,4 +10,11 @@ type Info struct {
 	Lost                uint64 // segments currently presumed lost
 	Retrans             uint64 // segments retransmitted so far
 	DataSegsOut         uint64 // data segments sent so far
+
+	// For telling a silent path from a slow peer or a slow reader.
+	LastDataRecv time.Duration // since data last arrived
+	LastAckRecv  time.Duration // since an acknowledgment last arrived
+	Unacked      uint64        // segments sent and not acknowledged
+	Timeouts     int           // consecutive retransmission timeouts now
+	Unread       int           // bytes received that the application has not read
 }

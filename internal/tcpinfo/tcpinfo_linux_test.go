@@ -2,6 +2,7 @@ package tcpinfo
 
 import (
 	"net"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -34,4 +35,49 @@ func TestGetOnLoopback(t *testing.T) {
 	require.NoError(t, err)
 	assert.Positive(t, info.RTT, "the handshake gave an RTT sample")
 	assert.Positive(t, info.DataSegsOut)
+}
+
+// TestQuietAndUnread: a peer that sends and stops shows in LastDataRecv
+// growing, and bytes not read yet in Unread.
+func TestQuietAndUnread(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	c, err := net.Dial("tcp", l.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	s := <-accepted
+	defer s.Close()
+	_, err = s.Write(make([]byte, 1000))
+	require.NoError(t, err)
+	rc, err := c.(*net.TCPConn).SyscallConn()
+	require.NoError(t, err)
+	var info Info
+	for info.Unread < 1000 { // loopback delivers at once, but not synchronously
+		info, err = Get(rc)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 1000, info.Unread)
+	_, err = c.Read(make([]byte, 1000))
+	require.NoError(t, err)
+	info, err = Get(rc)
+	require.NoError(t, err)
+	assert.Zero(t, info.Unread)
+	assert.Zero(t, info.Unacked, "nothing sent")
+	assert.Zero(t, info.Timeouts)
+	first := info.LastDataRecv
+	// The clock of TCP_INFO runs in jiffies: wait for it to move on.
+	for info.LastDataRecv <= first {
+		info, err = Get(rc)
+		require.NoError(t, err)
+		runtime.Gosched()
+	}
+	assert.Greater(t, info.LastDataRecv, first, "nothing arrived since")
 }

@@ -1,0 +1,248 @@
+package intents
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"syscall"
+	"time"
+
+	"github.com/sockintents/intents/internal/estimate"
+	"github.com/sockintents/intents/internal/tcpinfo"
+)
+
+// Dead paths without a link event: a path whose link stays up but carries
+// nothing (a blackhole: a Wi-Fi without uplink, a middlebox dropping the
+// flow) is noticed from the HTTP connections on it. One that has requests
+// in flight and has received nothing, not even an acknowledgment, for
+// quietProbeAfter (at least two of its smoothed RTTs) may only have a
+// slow server: a TCP handshake through the same path to the same peer
+// tells. If that gets no answer either and the connection is still quiet
+// quietDeadAfter (at least three RTTs) into its silence, the path is taken
+// to be dead: its quiet connections close as on a path that went down
+// (their requests fail with a PathDownError, and are retried or resumed on
+// another path under the usual rules), and the path is marked Unresponsive
+// until a handshake through it succeeds again. HTTP/3 connections watch
+// their own progress (h3Conn.stalled) and move instead.
+const (
+	quietProbeAfter = 100 * time.Millisecond
+	quietDeadAfter  = 200 * time.Millisecond
+	// reprobeFirst and reprobeMax space the probes of a path marked
+	// Unresponsive: doubling, so a path that stays dead costs a trickle.
+	reprobeFirst = time.Second
+	reprobeMax   = 30 * time.Second
+	// reprobeTimeout bounds one of them: a handshake slower than this on a
+	// path thought dead does not make it worth using yet.
+	reprobeTimeout = 2 * time.Second
+)
+
+// quietFor is how long the connection has received nothing, as far as
+// its path is concerned: zero while bytes wait unread (the reader is
+// behind, not the path).
+func quietFor(info tcpinfo.Info, activeFor time.Duration) time.Duration {
+	if info.Unread > 0 {
+		return 0
+	}
+	return min(info.LastDataRecv, info.LastAckRecv, activeFor)
+}
+
+func probeAfter(rtt time.Duration) time.Duration { return max(2*rtt, quietProbeAfter) }
+func deadAfter(rtt time.Duration) time.Duration  { return max(3*rtt, quietDeadAfter) }
+
+// checkQuiet is the sampler's look at an active TCP connection: it sends
+// a liveness probe when the connection has been quiet long enough, and
+// not again for the same silence until it is four times as long as when
+// a probe was last answered (a long poll is not probed every tick).
+func (c *core) checkQuiet(e *entry, info tcpinfo.Info, activeFor time.Duration) {
+	if _, ok := e.c.(*clientConn); !ok || e.path == nil || c.m == nil {
+		return // lent out whole (Pool): no telling whether data is owed
+	}
+	quiet := quietFor(info, activeFor)
+	e.sampleMu.Lock()
+	defer e.sampleMu.Unlock()
+	switch {
+	case quiet < probeAfter(info.RTT):
+		e.answered = 0
+		return
+	case e.probing || quiet < 4*e.answered:
+		return
+	}
+	remote, ok := remoteAddrPort(e.raw)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || e.removed {
+		return
+	}
+	e.probing = true
+	// Long enough for the connection to be quiet for deadAfter by the
+	// time the probe gives up, and for a round trip or two of the probe.
+	wait := max(probeAfter(info.RTT), deadAfter(info.RTT)-quiet)
+	c.measuring.Go(func() { c.probeQuiet(e, remote, info.RTT, quiet, wait) })
+}
+
+// probeQuiet runs one liveness probe for e, quiet for quiet, and takes
+// its path for dead if nothing answered: not the probe, not e, no other
+// connection of the pool on the path, and the interface received (next
+// to) nothing meanwhile. A probe lost in a congested queue, while e waits
+// out a retransmission timeout, is not enough: the congestion shows as
+// traffic received.
+func (c *core) probeQuiet(e *entry, remote netip.AddrPort, rtt, quiet, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(c.measureCtx, wait)
+	rx, rxOK := ifaceRxBytes(e.path.Name)
+	err := c.probeLive(ctx, e.path, remote)
+	cancel()
+	if now, ok := ifaceRxBytes(e.path.Name); rxOK && ok && now-rx >= silentRxBytes {
+		err = nil // the interface received: not a blackhole
+	}
+	info, ok := tcpInfoOf(e)
+	e.sampleMu.Lock()
+	e.probing = false
+	if answered(err) {
+		e.answered = quiet
+	}
+	e.sampleMu.Unlock()
+	if answered(err) || c.measureCtx.Err() != nil || !ok {
+		return
+	}
+	c.mu.Lock()
+	active := e.c.inFlight() > 0 && !e.removed
+	c.sampler.mu.Lock()
+	activeFor := time.Since(e.activeSince)
+	c.sampler.mu.Unlock()
+	c.mu.Unlock()
+	if active && quietFor(info, activeFor) >= deadAfter(rtt) && !c.heardOn(e.path, probeAfter(rtt)) {
+		c.pathSilent(e.path, remote, err)
+	}
+}
+
+// silentRxBytes is what an interface may receive while its path is taken
+// for silent: a blackholed network still delivers a broadcast or two
+// (ARP, router advertisements), a working one under load far more.
+const silentRxBytes = 3000
+
+// heardOn reports whether one of the pool's TCP connections on p received
+// anything within the last window.
+func (c *core) heardOn(p *Path, window time.Duration) bool {
+	for _, e := range c.tcpOn(p) {
+		if info, ok := tcpInfoOf(e); ok && min(info.LastDataRecv, info.LastAckRecv) < window {
+			return true
+		}
+	}
+	return false
+}
+
+// tcpOn returns the pool's TCP HTTP connections on p (not moving).
+func (c *core) tcpOn(p *Path) []*entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var on []*entry
+	for _, es := range c.entries {
+		for _, e := range es {
+			if _, ok := e.c.(*clientConn); ok && e.path != nil && e.path.Name == p.Name && !e.migrating {
+				on = append(on, e)
+			}
+		}
+	}
+	return on
+}
+
+// answered reports whether a probe's handshake got an answer: a
+// connection, or a refusal (the peer's host answered).
+func answered(err error) bool { return err == nil || errors.Is(err, syscall.ECONNREFUSED) }
+
+// probeLive makes a TCP handshake with remote through p and closes the
+// connection at once.
+func (c *core) probeLive(ctx context.Context, p *Path, remote netip.AddrPort) error {
+	ctx = context.WithValue(ctx, probeKey{}, true)
+	conn, err := (&Dialer{}).dialChoice(ctx, c.m, "tcp", remote.Addr().String(), remote.Port(), Choice{Path: p}, MultipathOff)
+	if err == nil {
+		conn.Close()
+	}
+	return err
+}
+
+// pathSilent takes p for dead: marks it Unresponsive, closes its TCP
+// connections that are idle or quiet too (their requests fail with a
+// PathDownError), and probes it until it answers.
+func (c *core) pathSilent(p *Path, remote netip.AddrPort, why error) {
+	if p.est == nil {
+		return
+	}
+	first := p.est.MarkUnresponsive()
+	onPath := c.tcpOn(p)
+	// Outside the lock: TCP_INFO is a system call. A connection still
+	// receiving (a server on another route, say) is left alone.
+	quiet := onPath[:0]
+	for _, e := range onPath {
+		if info, ok := tcpInfoOf(e); !ok || quietFor(info, time.Hour) >= probeAfter(info.RTT) {
+			quiet = append(quiet, e)
+		}
+	}
+	c.mu.Lock()
+	for _, e := range quiet {
+		if !e.removed {
+			e.pathDown.Store(true)
+			c.remove(e)
+		}
+	}
+	if first && !c.closed {
+		c.measuring.Go(func() { c.reprobe(p.Name, p.est, remote) })
+	}
+	c.mu.Unlock()
+	c.serve()
+	if log := c.m.debugLogger(context.Background()); log != nil {
+		log.Debug("intents: path unresponsive", "path", p.Name, "peer", remote, "closed", len(quiet), "probe", why)
+	}
+}
+
+// reprobe probes the path named name, marked Unresponsive, with doubling
+// gaps until a handshake gets through (or something else clears the
+// mark), the path goes down (the link's own event says when it is back),
+// or the pool closes: a mark nobody probes any longer is cleared, so no
+// path stays shunned on stale evidence.
+func (c *core) reprobe(name string, est *estimate.Path, remote netip.AddrPort) {
+	wait := reprobeFirst
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.measureCtx.Done():
+			est.ClearUnresponsive()
+			return
+		case <-t.C:
+		}
+		if !est.Unresponsive() {
+			return
+		}
+		p := c.m.Path(name)
+		if p == nil || !p.Up {
+			est.ClearUnresponsive()
+			return
+		}
+		ctx, cancel := context.WithTimeout(c.measureCtx, reprobeTimeout)
+		err := c.probeLive(ctx, p, remote)
+		cancel()
+		if answered(err) {
+			est.ClearUnresponsive()
+			if log := c.m.debugLogger(context.Background()); log != nil {
+				log.Debug("intents: path answers again", "path", name)
+			}
+			return
+		}
+		wait = min(2*wait, reprobeMax)
+		t.Reset(wait)
+	}
+}
+
+// remoteAddrPort is c's peer address.
+func remoteAddrPort(c net.Conn) (netip.AddrPort, bool) {
+	if c == nil {
+		return netip.AddrPort{}, false
+	}
+	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
+	return ap, err == nil
+}

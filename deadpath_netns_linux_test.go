@@ -1,0 +1,180 @@
+package intents_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptrace"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sockintents/intents"
+	"github.com/sockintents/intents/internal/testbed"
+)
+
+// TestNetnsDeadPath turns path 1 into a blackhole (its link up, every
+// packet lost both ways) under HTTP transfers over TCP, and checks that
+// the Transport notices from the connections themselves:
+//
+//   - resume: in the middle of a 4 MB two-step download, once path 1 has
+//     carried 1 MB of it; the body resumes over path 2, byte for byte,
+//     path 1 is marked Unresponsive and the next request avoids it;
+//   - retry: a GET whose response the server sends into the blackhole;
+//     the GET is sent again over path 2, and once path 1 carries packets
+//     again the mark clears (the path is probed) and path 1 is used again;
+//   - slow: no blackhole, a server that answers after a second: the
+//     connection is probed, the probe answered, and nothing is cut.
+func TestNetnsDeadPath(t *testing.T) {
+	testbed.SkipIfShort(t, "10 s")
+	testbed.RequireRoot(t)
+	for _, scenario := range []string{"resume", "retry", "slow"} {
+		t.Run(scenario, func(t *testing.T) {
+			tb := testbed.New(t, testbed.Spec{Servers: 2, Paths: []testbed.PathSpec{
+				testbed.Symmetric(20*time.Millisecond, 20e6), testbed.Symmetric(40*time.Millisecond, 20e6)}})
+			web, err := tb.StartWeb(testbed.WebOptions{NoMPTCP: true})
+			require.NoError(t, err)
+			p1 := tb.Paths[0]
+			switch scenario {
+			case "resume":
+				p1.Down.OnBytes(p1.Down.Stats().Bytes+1_000_000, func() { p1.SetDown(true) })
+			case "retry":
+				// Server 2 sends its answer to path 1 into the blackhole,
+				// and opens path 1 again when the request comes over path 2.
+				web.Handle(tb.Hosts[1].String(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					fromP1 := strings.HasPrefix(r.RemoteAddr, "10.71.1.")
+					p1.SetDown(fromP1)
+					fmt.Fprint(w, strings.Repeat("x", 100_000))
+				}))
+			}
+			testbed.RunTest(t, tb.Client, "TestNetnsDeadPathChild", scenario)
+			var probes, served []string
+			for _, c := range web.Conns() {
+				if c.Requests == 0 {
+					probes = append(probes, c.Remote.Addr().String())
+				} else {
+					served = append(served, fmt.Sprintf("%s %d", c.Remote.Addr(), c.Requests))
+				}
+			}
+			t.Logf("connections served: %v; without a request (probes): %v", served, probes)
+			if scenario == "slow" {
+				assert.Contains(t, probes, "10.71.1.1", "the quiet connection was probed, and the probe answered")
+				assert.Equal(t, []string{"10.71.1.1 1"}, served, "nothing cut, nothing sent again")
+			}
+		})
+	}
+}
+
+// events is a slog handler that passes on the messages of the Manager's
+// debug log.
+type events chan string
+
+func (e events) Enabled(context.Context, slog.Level) bool { return true }
+func (e events) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case e <- r.Message:
+	default:
+	}
+	return nil
+}
+func (e events) WithAttrs([]slog.Attr) slog.Handler { return e }
+func (e events) WithGroup(string) slog.Handler      { return e }
+
+// awaitEvent waits for the debug log message msg.
+func awaitEvent(t *testing.T, e events, msg string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case m := <-e:
+			if m == msg {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %q", msg)
+		}
+	}
+}
+
+func TestNetnsDeadPathChild(t *testing.T) {
+	scenario := testbed.ChildArg(t, "TestNetnsDeadPath")
+	log := make(events, 256)
+	m, err := intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}},
+		Logger: slog.New(log)})
+	require.NoError(t, err)
+	defer m.Close()
+	tr := &intents.Transport{Manager: m}
+	if scenario == "resume" {
+		tr.TwoStep = 8 << 10
+	}
+	defer tr.Close()
+	var mu sync.Mutex
+	var local []string
+	var excluded []intents.Exclusion
+	ctx := intents.WithIntents(context.Background(), intents.Intents{Interfaces: map[string]intents.Level{"p1": intents.LevelPrefer}})
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		mu.Lock()
+		defer mu.Unlock()
+		local = append(local, netip.MustParseAddrPort(info.Conn.LocalAddr().String()).Addr().String())
+	}})
+	ctx = intents.WithDecisionTrace(ctx, func(d intents.DecisionInfo) {
+		mu.Lock()
+		defer mu.Unlock()
+		excluded = d.Excluded
+	})
+	get := func(url string) (int64, [32]byte) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		require.NoError(t, err)
+		start := time.Now()
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		h := sha256.New()
+		n, err := io.Copy(h, resp.Body)
+		require.NoError(t, err)
+		t.Logf("%s: %d bytes in %v", url, n, time.Since(start).Round(time.Millisecond))
+		return n, [32]byte(h.Sum(nil))
+	}
+	lastLocal := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return local[len(local)-1]
+	}
+	unresponsive := intents.Exclusion{Path: "p1", Reason: "unresponsive (carried nothing while data was owed; probed until it answers)"}
+	switch scenario {
+	case "resume":
+		const size = 4_000_000
+		n, sum := get(fmt.Sprintf("http://10.71.100.1/obj/%d", size))
+		assert.EqualValues(t, size, n)
+		assert.Equal(t, testbed.ObjectSum(size), sum, "byte for byte")
+		assert.Equal(t, "10.71.2.1", lastLocal(), "resumed over path 2")
+		assert.True(t, m.Path("p1").Estimate().Unresponsive, "path 1 marked")
+		get("http://10.71.100.1/obj/1000")
+		assert.Equal(t, "10.71.2.1", lastLocal())
+		mu.Lock()
+		assert.Contains(t, excluded, unresponsive, "path 1 left out, and why")
+		mu.Unlock()
+	case "retry":
+		n, _ := get("http://10.71.100.2/")
+		assert.EqualValues(t, 100_000, n)
+		assert.Equal(t, []string{"10.71.1.1", "10.71.2.1"}, local, "sent again over path 2")
+		awaitEvent(t, log, "intents: path answers again")
+		assert.False(t, m.Path("p1").Estimate().Unresponsive)
+		get("http://10.71.100.1/obj/1000")
+		assert.Equal(t, "10.71.1.1", lastLocal(), "path 1 used again")
+	case "slow":
+		n, _ := get("http://10.71.100.1/obj/1000?delay=1s")
+		assert.EqualValues(t, 1000, n)
+		assert.Equal(t, []string{"10.71.1.1"}, local)
+		assert.False(t, m.Path("p1").Estimate().Unresponsive)
+	}
+}

@@ -1,0 +1,90 @@
+package intents
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sockintents/intents/internal/tcpinfo"
+)
+
+// A path marked Unresponsive is left out of decisions, with the reason,
+// while another path may carry the request; with none other it is kept.
+func TestDecisionsLeaveOutUnresponsivePaths(t *testing.T) {
+	p1, p2, _ := racePathsUnderTest()
+	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+		for _, p := range req.Paths {
+			d.Choices = append(d.Choices, Choice{Path: p})
+		}
+	}))
+	paths := []*Path{p1, p2}
+	m.paths.Store(&paths)
+	plannedPaths := func(ctx context.Context) []string {
+		pl, err := m.plan(ctx, "tcp", "203.0.113.1", 80, false)
+		require.NoError(t, err)
+		var names []string
+		for _, c := range pl.choices {
+			names = append(names, c.Path.Name)
+		}
+		return names
+	}
+	assert.Equal(t, []string{"p1", "p2"}, plannedPaths(context.Background()))
+
+	require.True(t, p1.est.MarkUnresponsive())
+	assert.True(t, p1.Estimate().Unresponsive)
+	var info DecisionInfo
+	ctx := WithDecisionTrace(context.Background(), func(d DecisionInfo) { info = d })
+	assert.Equal(t, []string{"p2"}, plannedPaths(ctx))
+	assert.Equal(t, []Exclusion{{Path: "p1", Reason: "unresponsive (carried nothing while data was owed; probed until it answers)"}}, info.Excluded)
+
+	// Required, or the only path left: tried anyway.
+	required := WithIntents(context.Background(), Intents{Interfaces: map[string]Level{"p1": LevelRequire}})
+	assert.Equal(t, []string{"p1"}, plannedPaths(required))
+	p2.est.MarkUnresponsive()
+	assert.Equal(t, []string{"p1", "p2"}, plannedPaths(context.Background()))
+}
+
+// A handshake that gets through a path clears its mark.
+func TestHandshakeClearsUnresponsive(t *testing.T) {
+	l := listen(t, "tcp4", "127.0.0.1:0")
+	m := loManager(t, nil)
+	p := m.Paths()[0]
+	require.NotNil(t, p.est)
+	p.est.MarkUnresponsive()
+	c, err := (&Dialer{}).dialChoice(context.Background(), m, "tcp4", "127.0.0.1", uint16(l.Addr().(*net.TCPAddr).Port), Choice{Path: p}, MultipathOff)
+	require.NoError(t, err)
+	c.Close()
+	assert.False(t, p.Estimate().Unresponsive)
+}
+
+// How long a connection has been quiet: since anything arrived, within
+// its requests' time, and not at all while bytes wait unread.
+func TestQuietFor(t *testing.T) {
+	info := tcpinfo.Info{LastDataRecv: 3 * time.Second, LastAckRecv: 300 * time.Millisecond}
+	assert.Equal(t, 300*time.Millisecond, quietFor(info, time.Minute), "an acknowledgment is an answer")
+	assert.Equal(t, 50*time.Millisecond, quietFor(info, 50*time.Millisecond), "a request sent 50 ms ago")
+	info.Unread = 1
+	assert.Zero(t, quietFor(info, time.Minute), "the reader is behind, not the path")
+	assert.Equal(t, 100*time.Millisecond, probeAfter(10*time.Millisecond))
+	assert.Equal(t, 300*time.Millisecond, probeAfter(150*time.Millisecond))
+	assert.Equal(t, 200*time.Millisecond, deadAfter(10*time.Millisecond))
+	assert.Equal(t, 450*time.Millisecond, deadAfter(150*time.Millisecond))
+}
+
+// A probe answered with a refusal is an answer: the peer's host is there.
+func TestProbeAnsweredByRefusal(t *testing.T) {
+	l := listen(t, "tcp4", "127.0.0.1:0")
+	port := uint16(l.Addr().(*net.TCPAddr).Port)
+	l.Close() // nothing listens now: the kernel refuses
+	c := newCore(loManager(t, nil), limits{})
+	defer c.close()
+	err := c.probeLive(context.Background(), c.m.Paths()[0], netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port))
+	require.Error(t, err)
+	assert.True(t, answered(err), "%v", err)
+	assert.False(t, answered(context.DeadlineExceeded))
+}
