@@ -105,6 +105,9 @@ func (c *core) probeQuiet(e *entry, remote netip.AddrPort, rtt, quiet, wait time
 		e.answered = quiet
 	}
 	e.sampleMu.Unlock()
+	if log := c.m.debugLogger(context.Background()); log != nil {
+		log.Debug("intents: quiet connection, path probed", "path", e.path.Name, "peer", remote, "quiet", quiet, "answered", answered(err))
+	}
 	if answered(err) || c.measureCtx.Err() != nil || !ok {
 		return
 	}

@@ -146,8 +146,9 @@ func (c *h3Conn) stallRetryFrom(now time.Time) {
 
 // Stall detection: with nothing received for stallProbeAfter (at least
 // two smoothed RTTs) the connection probes its path; with still nothing
-// received stallAfter (at least three smoothed RTTs) after the probe, the
-// path is taken to be dead for it.
+// received when the probe has been out as long again and the silence has
+// lasted stallAfter (at least three smoothed RTTs), the path is taken to
+// be dead for it (as for TCP connections: see deadpath.go).
 const (
 	stallProbeAfter = 100 * time.Millisecond
 	stallAfter      = 200 * time.Millisecond
@@ -177,7 +178,7 @@ func (c *h3Conn) stalled(now time.Time) bool {
 				p.probed = now
 			}
 		}
-	case now.Sub(p.probed) >= max(3*st.SmoothedRTT, stallAfter):
+	case now.Sub(p.probed) >= max(2*st.SmoothedRTT, stallProbeAfter) && now.Sub(p.since) >= max(3*st.SmoothedRTT, stallAfter):
 		return true
 	}
 	return false

@@ -194,4 +194,17 @@ func TestNetnsMPTCPChild(t *testing.T) {
 	t.Logf("handover with path 1 down after a quarter of 2 MB: done in %v, %.1f %% of the bytes on p2",
 		time.Since(start).Round(time.Millisecond), 100*lost.rxShare())
 	assert.Greater(t, lost.rx[1], int64(1_000_000), "the rest came over path 2")
+
+	// Closed with no MPTCP connection open, the Manager deletes the
+	// endpoints it added: the next Manager adds its own and keeps their
+	// backup flag (it would not touch endpoints it did not add).
+	require.NoError(t, exec.Command("ip", "link", "set", "p1", "up").Run())
+	require.NoError(t, m.Close())
+	assert.Empty(t, endpointFlags(t), "the endpoints the Manager added are gone")
+	m2, err := intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}},
+		NoWatch: true, MPTCPEndpoints: true})
+	require.NoError(t, err)
+	defer m2.Close()
+	require.NoError(t, m2.MPTCPError())
+	assert.Len(t, endpointFlags(t), 2, "the next Manager's own")
 }

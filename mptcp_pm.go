@@ -116,3 +116,35 @@ func (m *Manager) applyBackupLocked(pm *mptcp.PM) error {
 	}
 	return failed
 }
+
+// removeMPTCPEndpoints deletes the endpoints this Manager added (see
+// Config.MPTCPEndpoints), at Close, when none of its MPTCP connections is
+// open: the namespace is left as the Manager found it, and the next
+// Manager in it adds (and so manages the backup flag of) its own. With
+// connections still open the endpoints stay: deleting one removes their
+// subflows from its address.
+func (m *Manager) removeMPTCPEndpoints() {
+	m.mptcpMu.Lock()
+	defer m.mptcpMu.Unlock()
+	u := &m.mptcp
+	if len(u.owned) == 0 || u.handover > 0 || u.aggregate > 0 {
+		return
+	}
+	pm, err := mptcp.OpenPM()
+	if err != nil {
+		return
+	}
+	defer pm.Close()
+	have, err := pm.Endpoints()
+	if err != nil {
+		return
+	}
+	for _, e := range have {
+		if _, ok := u.owned[e.Addr]; ok {
+			if pm.DeleteEndpoint(e.ID) == nil {
+				delete(u.owned, e.Addr)
+				delete(u.backup, e.Addr)
+			}
+		}
+	}
+}

@@ -184,7 +184,8 @@ type Config struct {
 	// network namespace, not per connection (per connection needs the
 	// userspace path manager, which this library does not run): handover
 	// connections with different first paths, or open beside an aggregate
-	// one, aggregate too.
+	// one, aggregate too. Close deletes the endpoints the Manager added,
+	// unless MPTCP connections it dialed are still open.
 	MPTCPEndpoints bool
 	// Probe, if its Target is set, probes every path actively (PERM): a
 	// TCP connect to Target through each path every Interval. Off by default.
@@ -344,6 +345,7 @@ func NewManager(cfg Config) (*Manager, error) {
 // stays usable.
 func (m *Manager) Close() error {
 	m.resolver.closeEncrypted()
+	m.removeMPTCPEndpoints()
 	if m.probing != nil {
 		select {
 		case <-m.probing:

@@ -7,6 +7,7 @@
 //	sudo go run ./examples/pageload       # symmetric and asymmetric, 32 × 100 KB
 //	sudo go run ./examples/pageload -scenario grid -workload mixed1,16x10KB
 //	sudo go run ./examples/pageload -scenario 20M/10ms+5M/100ms -workload internal/pageload/testdata/news.har
+//	sudo go run ./examples/pageload -failover -cuts 10   # failover mechanisms, path 1 cut mid-download
 //
 // Scenarios are the testbed presets (symmetric: 50 ms / 6 Mbit/s and
 // 50 ms / 5 Mbit/s; asymmetric: 20 ms / 12 Mbit/s and 100 ms / 5 Mbit/s),
@@ -204,6 +205,10 @@ func main() {
 		client()
 		return
 	}
+	if os.Getenv(failoverEnv) != "" {
+		failoverClient()
+		return
+	}
 	scenSpec := flag.String("scenario", "symmetric,asymmetric", "comma-separated: symmetric, asymmetric, grid, paper, or RATE/RTT+RATE/RTT cells")
 	workSpec := flag.String("workload", "32x100KB", "comma-separated: NxSIZE (objects after a 10 KB root), mixed1, mixed2, or FILE.har")
 	hosts := flag.Int("hosts", 1, "servers the handcrafted pages' objects are spread over")
@@ -213,9 +218,37 @@ func main() {
 	seed := flag.Uint64("seed", 1, "seed for -sample")
 	out := flag.String("out", "pageload-results", "folder for the CSV files and plots")
 	queue := flag.Float64("queue", 0, "drop-tail queue of each link, in bandwidth-delay products of its path (deeper: fewer losses when six connections slow-start at once); 0: 1, and 4 for grid and paper")
+	failoverMode := flag.Bool("failover", false, "instead of page loads, cut path 1 in the middle of a download (link event, blackhole) for each failover mechanism, and measure how soon path 2 carries it on")
+	cuts := flag.Int("cuts", 10, "with -failover: cuts of each kind per mechanism")
+	mechanisms := flag.String("mechanisms", strings.Join(failoverMechanisms, ","), "with -failover: comma-separated, of: "+strings.Join(failoverMechanisms, ", "))
 	trace := flag.String("trace", "", "log this contender's loads to stderr (each object's start, end and path) and, for an intents contender, every decision and the paths' estimates")
 	flag.Parse()
 
+	if *failoverMode {
+		if os.Geteuid() != 0 {
+			log.Fatal("pageload builds network namespaces: run it as root (sudo)")
+		}
+		mechs := strings.Split(*mechanisms, ",")
+		for _, m := range mechs {
+			if !slices.Contains(failoverMechanisms, m) {
+				log.Fatalf("unknown mechanism %q (have %s)", m, strings.Join(failoverMechanisms, ", "))
+			}
+		}
+		if *cuts < 1 {
+			log.Fatal("-cuts must be at least 1")
+		}
+		results, err := failover(mechs, *cuts, max(3, *cuts/3))
+		if err != nil {
+			log.Fatal(err)
+		}
+		sums := summarize(results, mechs)
+		printFailover(os.Stdout, sums, *cuts)
+		if err := writeFailover(*out, results, sums); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("\nCSV and plots in %s/\n", *out)
+		return
+	}
 	scens, err := parseScenarios(*scenSpec)
 	if err != nil {
 		log.Fatal(err)

@@ -22,6 +22,10 @@ func TestMain(m *testing.M) {
 		client()
 		os.Exit(0)
 	}
+	if os.Getenv(failoverEnv) != "" {
+		failoverClient()
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
 }
 
