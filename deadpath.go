@@ -53,10 +53,12 @@ func deadAfter(rtt time.Duration) time.Duration  { return max(3*rtt, quietDeadAf
 // checkQuiet is the sampler's look at an active TCP connection: it sends
 // a liveness probe when the connection has been quiet long enough, and
 // not again for the same silence until it is four times as long as when
-// a probe was last answered (a long poll is not probed every tick).
-func (c *core) checkQuiet(e *entry, info tcpinfo.Info, activeFor time.Duration) {
+// a probe was last answered (a long poll is not probed every tick). It
+// returns when the connection's silence, if it goes on, calls for the
+// next look (0: nothing sooner than the next tick).
+func (c *core) checkQuiet(e *entry, info tcpinfo.Info, activeFor time.Duration) time.Duration {
 	if _, ok := e.c.(*clientConn); !ok || e.path == nil || c.m == nil {
-		return // lent out whole (Pool): no telling whether data is owed
+		return 0 // lent out whole (Pool): no telling whether data is owed
 	}
 	quiet := quietFor(info, activeFor)
 	e.sampleMu.Lock()
@@ -64,24 +66,28 @@ func (c *core) checkQuiet(e *entry, info tcpinfo.Info, activeFor time.Duration) 
 	switch {
 	case quiet < probeAfter(info.RTT):
 		e.answered = 0
-		return
-	case e.probing || quiet < 4*e.answered:
-		return
+		return probeAfter(info.RTT) - quiet
+	case e.probing:
+		return 0 // the probe decides
+	case quiet < 4*e.answered:
+		return 4*e.answered - quiet
 	}
 	remote, ok := remoteAddrPort(e.raw)
 	if !ok {
-		return
+		return 0
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || e.removed {
-		return
+		return 0
 	}
 	e.probing = true
+	c.warmSpareLocked(e)
 	// Long enough for the connection to be quiet for deadAfter by the
 	// time the probe gives up, and for a round trip or two of the probe.
 	wait := max(probeAfter(info.RTT), deadAfter(info.RTT)-quiet)
 	c.measuring.Go(func() { c.probeQuiet(e, remote, info.RTT, quiet, wait) })
+	return 0
 }
 
 // probeQuiet runs one liveness probe for e, quiet for quiet, and takes
@@ -238,6 +244,80 @@ func (c *core) reprobe(name string, est *estimate.Path, remote netip.AddrPort) {
 		}
 		wait = min(2*wait, reprobeMax)
 		t.Reset(wait)
+	}
+}
+
+// spareTimeout bounds the dial of a spare connection.
+const spareTimeout = 10 * time.Second
+
+// warmSpareLocked opens, while e's path is being probed, an idle
+// connection to e's destination on the next path e's request could use
+// (up, not marked Unresponsive), if it has none free there and the
+// limits allow one more: if e's path is dead, the request sent again or
+// resumed finds the handshakes done (a TCP and a TLS round trip saved);
+// if not, the connection idles like any other. Under c.mu.
+func (c *core) warmSpareLocked(e *entry) {
+	if e.dial == nil || c.closed || !c.roomFor(e.key) {
+		return
+	}
+	var to *Path
+	for _, p := range e.permitted {
+		if p.Name != e.path.Name && p.Up && responsive(p) && !c.hasFreeOn(e.key, p) && c.dialing[dialKey{e.key, p}] == 0 {
+			to = p
+			break
+		}
+	}
+	if to == nil {
+		return
+	}
+	s := c.takeDialSlot(e.key, e.dest, e.permitted, Choice{Path: to, Fresh: true}, 0)
+	dial := e.dial
+	c.measuring.Go(func() { c.openSpare(s, dial) })
+}
+
+// hasFreeOn reports whether key has a connection on p that can take a
+// request, under c.mu.
+func (c *core) hasFreeOn(key string, p *Path) bool {
+	for _, e := range c.entries[key] {
+		if e.path != nil && e.path.Name == p.Name && !e.migrating && e.c.available() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// openSpare dials the spare connection s allows and puts it in the pool,
+// idle (see warmSpareLocked).
+func (c *core) openSpare(s dialSlot, dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) {
+	ctx, cancel := context.WithTimeout(c.measureCtx, spareTimeout)
+	pc, raw, err := dial(ctx, s.choice)
+	cancel()
+	c.mu.Lock()
+	if err != nil || c.closed {
+		c.endDial(s, false)
+		c.mu.Unlock()
+		if err == nil {
+			pc.close()
+		}
+		c.serve()
+		return
+	}
+	now := time.Now()
+	e := &entry{key: s.key, path: s.path, c: pc, raw: raw, created: now, lastUsed: now, mptcp: isMPTCP(raw),
+		dest: s.dest, permitted: s.permitted, dial: dial}
+	c.nextID++
+	e.id = c.nextID
+	c.endDial(s, true)
+	c.entries[s.key] = append(c.entries[s.key], e)
+	c.stat(s.path).Dials++
+	c.changedLocked(e) // idle from the start
+	c.serveLocked()
+	c.mu.Unlock()
+	if w, ok := pc.(interface{ watch(func()) }); ok {
+		w.watch(func() { c.changed(e) })
+	}
+	if log := c.m.debugLogger(context.Background()); log != nil {
+		log.Debug("intents: spare connection opened", "path", s.path.Name, "dest", s.key)
 	}
 }
 

@@ -29,7 +29,8 @@ import (
 //     carried 1 MB of it; the body resumes over path 2, byte for byte,
 //     path 1 is marked Unresponsive and the next request avoids it;
 //   - retry: a GET whose response the server sends into the blackhole;
-//     the GET is sent again over path 2, and once path 1 carries packets
+//     the GET is sent again over path 2, on the spare connection opened
+//     there while path 1 was probed, and once path 1 carries packets
 //     again the mark clears (the path is probed) and path 1 is used again;
 //   - slow: no blackhole, a server that answers after a second: the
 //     connection is probed, the probe answered, and nothing is cut.
@@ -118,12 +119,14 @@ func TestNetnsDeadPathChild(t *testing.T) {
 	defer tr.Close()
 	var mu sync.Mutex
 	var local []string
+	var reused []bool
 	var excluded []intents.Exclusion
 	ctx := intents.WithIntents(context.Background(), intents.Intents{Interfaces: map[string]intents.Level{"p1": intents.LevelPrefer}})
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
 		mu.Lock()
 		defer mu.Unlock()
 		local = append(local, netip.MustParseAddrPort(info.Conn.LocalAddr().String()).Addr().String())
+		reused = append(reused, info.Reused)
 	}})
 	ctx = intents.WithDecisionTrace(ctx, func(d intents.DecisionInfo) {
 		mu.Lock()
@@ -167,6 +170,7 @@ func TestNetnsDeadPathChild(t *testing.T) {
 		n, _ := get("http://10.71.100.2/")
 		assert.EqualValues(t, 100_000, n)
 		assert.Equal(t, []string{"10.71.1.1", "10.71.2.1"}, local, "sent again over path 2")
+		assert.Equal(t, []bool{false, true}, reused, "on the spare connection opened while path 1 was probed")
 		awaitEvent(t, log, "intents: path answers again")
 		assert.False(t, m.Path("p1").Estimate().Unresponsive)
 		get("http://10.71.100.1/obj/1000")

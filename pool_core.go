@@ -56,10 +56,17 @@ type entry struct {
 
 	pathDown atomic.Bool // closed because its path went away
 
+	// What opened it, for a spare connection on another path when its
+	// own goes quiet (see core.warmSpare); nil dial: none.
+	dest      Destination
+	permitted []*Path
+	dial      func(ctx context.Context, ch Choice) (pooled, net.Conn, error)
+
 	// estimator feeding, guarded by sampler.mu
 	active      bool      // counted as active on its path
 	tickBytes   int64     // bytesIn at the last tick
 	activeSince time.Time // when it last became active
+	quietAt     time.Time // when to look at its silence again (zero: at the next tick)
 
 	// TCP_INFO counters at the last sample: sampled outside every lock
 	// (a system call), so under a lock of their own.
@@ -360,7 +367,8 @@ func (c *core) open(ctx context.Context, s dialSlot,
 		return nil, err
 	}
 	now := time.Now()
-	e := &entry{key: s.key, path: s.path, c: pc, raw: raw, created: now, lastUsed: now, mptcp: isMPTCP(raw)}
+	e := &entry{key: s.key, path: s.path, c: pc, raw: raw, created: now, lastUsed: now, mptcp: isMPTCP(raw),
+		dest: s.dest, permitted: s.permitted, dial: dial}
 	c.mu.Lock()
 	if c.closed {
 		c.endDial(s, false)

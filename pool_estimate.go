@@ -30,9 +30,17 @@ type sampler struct {
 	stalled func(*entry)
 	// quiet, if set, is given each active TCP connection's TCP_INFO and
 	// how long it has had requests in flight (see core.checkQuiet), from
-	// a tick, outside s.mu.
-	quiet func(e *entry, info tcpinfo.Info, activeFor time.Duration)
+	// a tick, outside s.mu; it returns when to look again, if sooner than
+	// the next tick is worth it (0: no sooner).
+	quiet func(e *entry, info tcpinfo.Info, activeFor time.Duration) time.Duration
+	// watcher runs watch while anything is active.
+	watcher *time.Timer
 }
+
+// watchInterval is how often watch looks at the active connections:
+// a path that went silent is to be noticed within a few of them of the
+// time its silence says so.
+const watchInterval = 20 * time.Millisecond
 
 // setActive counts e as active (requests in flight) on its path or not, and
 // keeps the sampling tick running while anything is active.
@@ -67,6 +75,57 @@ func (s *sampler) setActive(e *entry, active bool) {
 		s.lastTick = time.Now()
 		s.ticker = time.AfterFunc(sampleInterval, s.tick)
 	}
+	if s.watcher == nil && !s.stopped {
+		s.watcher = time.AfterFunc(watchInterval, s.watch)
+	}
+}
+
+// watch looks at the active connections between ticks, for the ones
+// whose path may have gone silent: every HTTP/3 connection (its bytes
+// received, a cheap look: see h3Conn.stalled), and the TCP connections
+// due a look (see core.checkQuiet). It stops when nothing is active.
+func (s *sampler) watch() {
+	s.mu.Lock()
+	now := time.Now()
+	var look []*entry
+	var lookFor []time.Duration
+	for _, e := range s.active {
+		if _, ok := e.c.(*h3Conn); ok || (!e.quietAt.IsZero() && !now.Before(e.quietAt)) {
+			look = append(look, e)
+			lookFor = append(lookFor, now.Sub(e.activeSince))
+		}
+	}
+	if len(s.active) == 0 || s.stopped || s.watcher == nil {
+		s.watcher = nil
+	} else {
+		s.watcher.Reset(watchInterval)
+	}
+	s.mu.Unlock()
+	for i, e := range look {
+		if h, ok := e.c.(*h3Conn); ok {
+			if s.stalled != nil && h.stalled(now) {
+				s.stalled(e)
+			}
+			continue
+		}
+		if info, ok := tcpInfoOf(e); ok {
+			s.lookQuiet(e, info, lookFor[i], now)
+		}
+	}
+}
+
+// lookQuiet gives e's TCP_INFO to s.quiet and notes when to look again.
+func (s *sampler) lookQuiet(e *entry, info tcpinfo.Info, activeFor time.Duration, now time.Time) {
+	if s.quiet == nil {
+		return
+	}
+	next := s.quiet(e, info, activeFor)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.quietAt = time.Time{}
+	if next > 0 {
+		e.quietAt = now.Add(next)
+	}
 }
 
 // stop ends the sampling for good.
@@ -77,6 +136,10 @@ func (s *sampler) stop() {
 	if s.ticker != nil {
 		s.ticker.Stop()
 		s.ticker = nil
+	}
+	if s.watcher != nil {
+		s.watcher.Stop()
+		s.watcher = nil
 	}
 }
 
@@ -108,11 +171,8 @@ func (s *sampler) tick() {
 	s.mu.Unlock()
 
 	for i, e := range active {
-		if info, ok := sampleTCP(e); ok && s.quiet != nil {
-			s.quiet(e, info, activeFor[i])
-		}
-		if h, ok := e.c.(*h3Conn); ok && s.stalled != nil && h.stalled(now) {
-			s.stalled(e)
+		if info, ok := sampleTCP(e); ok {
+			s.lookQuiet(e, info, activeFor[i], now)
 		}
 	}
 	rx := map[*Path]int64{}

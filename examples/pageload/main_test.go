@@ -135,6 +135,45 @@ func TestSmoke(t *testing.T) {
 
 }
 
+// TestFailoverSmoke cuts path 1 once each way under two mechanisms and
+// checks that every transfer completed byte for byte (the client checks
+// the hash), that path 2 carried each cut transfer on, and that the table,
+// CSV and plots are written. It asserts no speed.
+func TestFailoverSmoke(t *testing.T) {
+	testbed.RequireRoot(t)
+	mechs := []string{"twostep", "quic"}
+	results, err := failover(mechs, 1, 1)
+	require.NoError(t, err)
+	require.Len(t, results, len(mechs)*(1+len(cutKinds)))
+	for _, r := range results {
+		assert.Empty(t, r.Err, "%s %s", r.Mechanism, r.Cut)
+		if r.Cut != "" {
+			assert.Positive(t, r.Gap, "%s %s: path 2 carried the transfer on", r.Mechanism, r.Cut)
+			assert.Less(t, r.Path2Before, int64(64<<10), "%s %s: path 2 idle before the cut", r.Mechanism, r.Cut)
+		}
+	}
+	sums := summarize(results, mechs)
+	var out strings.Builder
+	printFailover(&out, sums, 1)
+	t.Log(out.String())
+	for _, m := range mechs {
+		assert.Contains(t, out.String(), mechanismNames[m])
+	}
+	dir := t.TempDir()
+	require.NoError(t, writeFailover(dir, results, sums))
+	f, err := os.Open(filepath.Join(dir, "failover.csv"))
+	require.NoError(t, err)
+	rows, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	require.NoError(t, err)
+	assert.Len(t, rows, 1+len(results))
+	for _, name := range []string{"failover.svg", "failover-stall.svg"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		assert.Contains(t, string(b), "<svg", name)
+	}
+}
+
 func TestPercentile(t *testing.T) {
 	ms := func(v ...int) []time.Duration {
 		var d []time.Duration
