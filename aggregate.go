@@ -343,7 +343,10 @@ func (b *aggBody) schedule() {
 		now := time.Now()
 		for _, c := range b.chunks {
 			if !c.fetching && !c.done() && !now.Before(c.retryAt) {
-				if a := best(c.size() - c.got); a != nil && free(a) {
+				// The reader waits for this one: it goes now, beside what
+				// the path has in flight, not after it.
+				blocking := c.start <= b.pos && b.pos < c.end
+				if a := best(c.size() - c.got); a != nil && (free(a) || blocking) {
 					b.start(c, a, c.start+c.got, false)
 					inFlight++
 					started = true
@@ -564,6 +567,8 @@ func (b *aggBody) fail(c *chunk, a *aggPath, dup bool, err error) {
 			b.err = fmt.Errorf("intents: aggregated download: every path failed, last %s: %w", pathName(a.p), err)
 		case c.failures >= maxRangeAttempts:
 			b.err = fmt.Errorf("intents: aggregated download: bytes %d-%d failed %d times, last: %w", c.start, c.end-1, c.failures, err)
+		case a != nil && a.dead != nil:
+			// Its path is out: the other paths take it at once.
 		default:
 			c.retryAt = now.Add(min(rangeRetryBackoff<<(c.failures-1), time.Second))
 			b.armRetry(now)

@@ -18,13 +18,18 @@ import (
 // in flight and has received nothing, not even an acknowledgment, for
 // quietProbeAfter (at least two of its smoothed RTTs) may only have a
 // slow server: a TCP handshake through the same path to the same peer
-// tells. If that gets no answer either and the connection is still quiet
-// quietDeadAfter (at least three RTTs) into its silence, the path is taken
-// to be dead: its quiet connections close as on a path that went down
-// (their requests fail with a PathDownError, and are retried or resumed on
-// another path under the usual rules), and the path is marked Unresponsive
-// until a handshake through it succeeds again. HTTP/3 connections watch
-// their own progress (h3Conn.stalled) and move instead.
+// tells, while a spare connection is opened on the next path the request
+// could use. If the handshake gets no answer either, the connection is
+// still quiet quietDeadAfter (at least three RTTs) into its silence, and
+// neither another of the pool's connections on the path nor its interface
+// received anything meanwhile, the path is taken to be dead: its quiet
+// connections close as on a path that went down (their requests fail with
+// a PathDownError, and are retried or resumed on another path under the
+// usual rules, on the spare if it is ready), and the path is marked
+// Unresponsive until a handshake through it succeeds again. HTTP/3
+// connections watch their own progress (h3Conn.stalled) and move instead.
+// It takes TCP_INFO: Linux only; elsewhere a blackhole ends a transfer
+// only when TCP itself gives up.
 const (
 	quietProbeAfter = 100 * time.Millisecond
 	quietDeadAfter  = 200 * time.Millisecond

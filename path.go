@@ -77,7 +77,10 @@ type Estimate struct {
 	// RTTs while they were owed data, and a probe through the path got no
 	// answer either, although the link is up (a blackhole). Decisions
 	// leave the path out while another may be used, until a connection
-	// through it succeeds again (it is probed meanwhile).
+	// through it succeeds again (it is probed meanwhile). Noticed by a
+	// Transport's HTTP connections over TCP (Linux: TCP_INFO); an HTTP/3
+	// connection that stops hearing from its path moves off it instead
+	// (UDP may be what is blocked there).
 	Unresponsive bool
 }
 
