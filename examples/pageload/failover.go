@@ -562,8 +562,9 @@ func plotFailover(name, title string, sums []failoverSummary, pick func(failover
 		p.Add(goal)
 	}
 	p.Add(plotter.NewGrid())
-	p.Legend.Top = true
+	p.Legend.Top, p.Legend.Left = true, true
 	p.Y.Min = 0
+	p.Y.Max *= 1.2 // room for the legend
 	p.NominalX(labels...)
 	return saveBoth(p, 7*vg.Inch, 4*vg.Inch, name)
 }
