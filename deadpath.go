@@ -19,8 +19,9 @@ import (
 // quietProbeAfter (at least two of its smoothed RTTs) may only have a
 // slow server: a TCP handshake through the same path to the same peer
 // tells, while a spare connection is opened on the next path the request
-// could use. If the handshake gets no answer either, the connection is
-// still quiet quietDeadAfter (at least three RTTs) into its silence, and
+// could use. If the handshake gets no answer either (within two RTTs, at
+// least probeAnswer), the connection is still quiet quietDeadAfter (at
+// least three RTTs) into its silence, and
 // neither another of the pool's connections on the path nor its interface
 // received anything meanwhile, the path is taken to be dead: its quiet
 // connections close as on a path that went down (their requests fail with
@@ -33,6 +34,9 @@ import (
 const (
 	quietProbeAfter = 100 * time.Millisecond
 	quietDeadAfter  = 200 * time.Millisecond
+	// probeAnswer is the least time a probe is given to be answered (two
+	// RTTs of the path at least).
+	probeAnswer = 50 * time.Millisecond
 	// reprobeFirst and reprobeMax space the probes of a path marked
 	// Unresponsive: doubling, so a path that stays dead costs a trickle.
 	reprobeFirst = time.Second
@@ -89,8 +93,8 @@ func (c *core) checkQuiet(e *entry, info tcpinfo.Info, activeFor time.Duration) 
 	e.probing = true
 	c.warmSpareLocked(e)
 	// Long enough for the connection to be quiet for deadAfter by the
-	// time the probe gives up, and for a round trip or two of the probe.
-	wait := max(probeAfter(info.RTT), deadAfter(info.RTT)-quiet)
+	// time the probe gives up, and for two round trips of the probe.
+	wait := max(2*info.RTT, probeAnswer, deadAfter(info.RTT)-quiet)
 	c.measuring.Go(func() { c.probeQuiet(e, remote, info.RTT, quiet, wait) })
 	return 0
 }

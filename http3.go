@@ -146,9 +146,10 @@ func (c *h3Conn) stallRetryFrom(now time.Time) {
 
 // Stall detection: with nothing received for stallProbeAfter (at least
 // two smoothed RTTs) the connection probes its path; with still nothing
-// received when the probe has been out as long again and the silence has
-// lasted stallAfter (at least three smoothed RTTs), the path is taken to
-// be dead for it (as for TCP connections: see deadpath.go).
+// received when the probe has been out two smoothed RTTs (at least
+// probeAnswer) and the silence has lasted stallAfter (at least three
+// smoothed RTTs), the path is taken to be dead for it (as for TCP
+// connections: see deadpath.go).
 const (
 	stallProbeAfter = 100 * time.Millisecond
 	stallAfter      = 200 * time.Millisecond
@@ -178,7 +179,7 @@ func (c *h3Conn) stalled(now time.Time) bool {
 				p.probed = now
 			}
 		}
-	case now.Sub(p.probed) >= max(2*st.SmoothedRTT, stallProbeAfter) && now.Sub(p.since) >= max(3*st.SmoothedRTT, stallAfter):
+	case now.Sub(p.probed) >= max(2*st.SmoothedRTT, probeAnswer) && now.Sub(p.since) >= max(3*st.SmoothedRTT, stallAfter):
 		return true
 	}
 	return false
@@ -327,6 +328,7 @@ func (c *h3Conn) migrate(ctx context.Context, m *Manager, from *Path) (*Path, er
 		delete(c.prepared, p.Name)
 		c.mu.Unlock()
 		if hp != nil && hp.Switch() == nil {
+			c.announce()
 			return p, nil
 		}
 		hp, err := c.addPath(ctx, p)
@@ -336,6 +338,7 @@ func (c *h3Conn) migrate(ctx context.Context, m *Manager, from *Path) (*Path, er
 			}
 		}
 		if err == nil {
+			c.announce()
 			return p, nil
 		}
 		errs = append(errs, &PathError{Path: p.Name, Err: err})
@@ -348,6 +351,12 @@ func (c *h3Conn) migrate(ctx context.Context, m *Manager, from *Path) (*Path, er
 	}
 	return nil, pathErrors(errs)
 }
+
+// announce sends a packet the server acknowledges on the path just
+// switched to: a client that only receives (a GET) has nothing else to
+// send there, and the server keeps sending into the old path until it
+// hears from the new one.
+func (c *h3Conn) announce() { _ = c.c.Probe() }
 
 // traceConn is what httptrace's GotConn is given for it: its addresses
 // (quic-go's own Transport gives the same).
