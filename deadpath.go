@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"syscall"
 	"time"
 
@@ -221,7 +222,9 @@ func (c *core) pathSilent(p *Path, remote netip.AddrPort, why error) {
 // gaps until a handshake gets through (or something else clears the
 // mark), the path goes down (the link's own event says when it is back),
 // or the pool closes: a mark nobody probes any longer is cleared, so no
-// path stays shunned on stale evidence.
+// path stays shunned on stale evidence. It probes the peer that went
+// silent and the path's DNS servers (TCP port 53): a peer that went away
+// does not keep a working path marked.
 func (c *core) reprobe(name string, est *estimate.Path, remote netip.AddrPort) {
 	wait := reprobeFirst
 	t := time.NewTimer(wait)
@@ -242,9 +245,9 @@ func (c *core) reprobe(name string, est *estimate.Path, remote netip.AddrPort) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(c.measureCtx, reprobeTimeout)
-		err := c.probeLive(ctx, p, remote)
+		ok := c.pathAnswers(ctx, p, reprobeTargets(p, remote))
 		cancel()
-		if answered(err) {
+		if ok {
 			est.ClearUnresponsive()
 			if log := c.m.debugLogger(context.Background()); log != nil {
 				log.Debug("intents: path answers again", "path", name)
@@ -254,6 +257,40 @@ func (c *core) reprobe(name string, est *estimate.Path, remote netip.AddrPort) {
 		wait = min(2*wait, reprobeMax)
 		t.Reset(wait)
 	}
+}
+
+// reprobeTargets are the peer and p's DNS servers reached through p (not
+// a loopback one: that is no server on the path), at TCP port 53.
+func reprobeTargets(p *Path, peer netip.AddrPort) []netip.AddrPort {
+	targets := []netip.AddrPort{peer}
+	for _, s := range p.DNS {
+		if a := s.Addr().Unmap(); !a.IsLoopback() && !a.IsUnspecified() {
+			t := netip.AddrPortFrom(a, 53)
+			if !slices.Contains(targets, t) {
+				targets = append(targets, t)
+			}
+		}
+	}
+	return targets
+}
+
+// pathAnswers makes a handshake with every target through p at once and
+// reports whether one answered (see answered) before ctx ended.
+func (c *core) pathAnswers(ctx context.Context, p *Path, targets []netip.AddrPort) bool {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan bool, len(targets))
+	for _, t := range targets {
+		go func() { results <- answered(c.probeLive(ctx, p, t)) }()
+	}
+	ok := false
+	for range targets {
+		if <-results && !ok {
+			ok = true
+			cancel() // the others need not go on
+		}
+	}
+	return ok
 }
 
 // spareTimeout bounds the dial of a spare connection.
@@ -311,20 +348,11 @@ func (c *core) openSpare(s dialSlot, dial func(ctx context.Context, ch Choice) (
 		c.serve()
 		return
 	}
-	now := time.Now()
-	e := &entry{key: s.key, path: s.path, c: pc, raw: raw, created: now, lastUsed: now, mptcp: isMPTCP(raw),
-		dest: s.dest, permitted: s.permitted, dial: dial}
-	c.nextID++
-	e.id = c.nextID
-	c.endDial(s, true)
-	c.entries[s.key] = append(c.entries[s.key], e)
-	c.stat(s.path).Dials++
+	e := c.addLocked(s, pc, raw, dial)
 	c.changedLocked(e) // idle from the start
 	c.serveLocked()
 	c.mu.Unlock()
-	if w, ok := pc.(interface{ watch(func()) }); ok {
-		w.watch(func() { c.changed(e) })
-	}
+	c.watch(e)
 	if log := c.m.debugLogger(context.Background()); log != nil {
 		log.Debug("intents: spare connection opened", "path", s.path.Name, "dest", s.key)
 	}

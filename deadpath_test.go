@@ -88,3 +88,17 @@ func TestProbeAnsweredByRefusal(t *testing.T) {
 	assert.True(t, answered(err), "%v", err)
 	assert.False(t, answered(context.DeadlineExceeded))
 }
+
+// The re-probes of a marked path go to the peer and the path's DNS
+// servers (TCP port 53), not to a local stub resolver.
+func TestReprobeTargets(t *testing.T) {
+	peer := netip.MustParseAddrPort("203.0.113.7:443")
+	p := &Path{DNS: []netip.AddrPort{
+		netip.MustParseAddrPort("127.0.0.53:53"),  // the local stub: not on the path
+		netip.MustParseAddrPort("192.0.2.53:53"),  // a server on it
+		netip.MustParseAddrPort("192.0.2.53:853"), // the same, for DNS over TLS
+		netip.MustParseAddrPort("[2001:db8::53]:5353"),
+	}}
+	assert.Equal(t, []netip.AddrPort{peer, netip.MustParseAddrPort("192.0.2.53:53"), netip.MustParseAddrPort("[2001:db8::53]:53")},
+		reprobeTargets(p, peer))
+}

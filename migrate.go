@@ -80,8 +80,6 @@ func (c *core) migrate(e *entry, mg migratable, gone bool) {
 	c.stat(to).Migrated++
 	c.sampler.setActive(ne, e.c.inFlight() > 0)
 	c.mu.Unlock()
-	if w, ok := ne.c.(interface{ watch(func()) }); ok {
-		w.watch(func() { c.changed(ne) })
-	}
+	c.watch(ne)
 	c.serve()
 }

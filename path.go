@@ -77,7 +77,8 @@ type Estimate struct {
 	// RTTs while they were owed data, and a probe through the path got no
 	// answer either, although the link is up (a blackhole). Decisions
 	// leave the path out while another may be used, until a connection
-	// through it succeeds again (it is probed meanwhile). Noticed by a
+	// through it succeeds again (it is probed meanwhile, at the silent
+	// peer and at the path's DNS servers). Noticed by a
 	// Transport's HTTP connections over TCP (Linux: TCP_INFO); an HTTP/3
 	// connection that stops hearing from its path moves off it instead
 	// (UDP may be what is blocked there).

@@ -366,9 +366,6 @@ func (c *core) open(ctx context.Context, s dialSlot,
 		c.serve()
 		return nil, err
 	}
-	now := time.Now()
-	e := &entry{key: s.key, path: s.path, c: pc, raw: raw, created: now, lastUsed: now, mptcp: isMPTCP(raw),
-		dest: s.dest, permitted: s.permitted, dial: dial}
 	c.mu.Lock()
 	if c.closed {
 		c.endDial(s, false)
@@ -376,21 +373,37 @@ func (c *core) open(ctx context.Context, s dialSlot,
 		pc.close()
 		return nil, ErrPoolClosed
 	}
+	e := c.addLocked(s, pc, raw, dial)
+	c.sampler.setActive(e, true)
+	e.addPending(s.size)
+	c.mu.Unlock()
+	c.watch(e)
+	if mg, ok := pc.(migratable); ok && s.path != nil && len(s.permitted) > 1 {
+		c.measuring.Go(func() { mg.prepare(c.measureCtx, c.m, s.path) })
+	}
+	return e, nil
+}
+
+// addLocked puts the connection that s's dial opened in the pool, under
+// c.mu; the slot's place in the limits becomes the entry's.
+func (c *core) addLocked(s dialSlot, pc pooled, raw net.Conn, dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) *entry {
+	now := time.Now()
+	e := &entry{key: s.key, path: s.path, c: pc, raw: raw, created: now, lastUsed: now, mptcp: isMPTCP(raw),
+		dest: s.dest, permitted: s.permitted, dial: dial}
 	c.nextID++
 	e.id = c.nextID
 	c.endDial(s, true)
 	c.entries[s.key] = append(c.entries[s.key], e)
 	c.stat(s.path).Dials++
-	c.sampler.setActive(e, true)
-	e.addPending(s.size)
-	c.mu.Unlock()
-	if w, ok := pc.(interface{ watch(func()) }); ok {
+	return e
+}
+
+// watch has e's connection tell the pool of its changes, if it can (an
+// HTTP connection's state hook).
+func (c *core) watch(e *entry) {
+	if w, ok := e.c.(interface{ watch(func()) }); ok {
 		w.watch(func() { c.changed(e) })
 	}
-	if mg, ok := pc.(migratable); ok && s.path != nil && len(s.permitted) > 1 {
-		c.measuring.Go(func() { mg.prepare(c.measureCtx, c.m, s.path) })
-	}
-	return e, nil
 }
 
 // logGrant logs, at debug level, what the pool gave a request and how

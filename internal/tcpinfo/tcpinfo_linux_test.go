@@ -9,7 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestGetOnLoopback(t *testing.T) {
+// loopbackPair returns both ends of a TCP connection over loopback,
+// closed when t ends.
+func loopbackPair(t *testing.T) (client, server net.Conn) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer l.Close()
@@ -22,10 +24,15 @@ func TestGetOnLoopback(t *testing.T) {
 	}()
 	c, err := net.Dial("tcp", l.Addr().String())
 	require.NoError(t, err)
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	s := <-accepted
-	defer s.Close()
-	_, err = c.Write(make([]byte, 100000))
+	t.Cleanup(func() { s.Close() })
+	return c, s
+}
+
+func TestGetOnLoopback(t *testing.T) {
+	c, s := loopbackPair(t)
+	_, err := c.Write(make([]byte, 100000))
 	require.NoError(t, err)
 	_, err = s.Read(make([]byte, 10))
 	require.NoError(t, err)
@@ -40,22 +47,8 @@ func TestGetOnLoopback(t *testing.T) {
 // TestQuietAndUnread: a peer that sends and stops shows in LastDataRecv
 // growing, and bytes not read yet in Unread.
 func TestQuietAndUnread(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := l.Accept()
-		if err == nil {
-			accepted <- c
-		}
-	}()
-	c, err := net.Dial("tcp", l.Addr().String())
-	require.NoError(t, err)
-	defer c.Close()
-	s := <-accepted
-	defer s.Close()
-	_, err = s.Write(make([]byte, 1000))
+	c, s := loopbackPair(t)
+	_, err := s.Write(make([]byte, 1000))
 	require.NoError(t, err)
 	rc, err := c.(*net.TCPConn).SyscallConn()
 	require.NoError(t, err)
