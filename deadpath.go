@@ -67,8 +67,10 @@ func deadAfter(rtt time.Duration) time.Duration  { return max(3*rtt, quietDeadAf
 // returns when the connection's silence, if it goes on, calls for the
 // next look (0: nothing sooner than the next tick).
 func (c *core) checkQuiet(e *entry, info tcpinfo.Info, activeFor time.Duration) time.Duration {
-	if _, ok := e.c.(*clientConn); !ok || e.path == nil || c.m == nil {
-		return 0 // lent out whole (Pool): no telling whether data is owed
+	if _, ok := e.c.(*clientConn); !ok || e.path == nil || c.m == nil || e.mptcp {
+		// Lent out whole (Pool): no telling whether data is owed. MPTCP:
+		// the kernel moves it to its other subflows.
+		return 0
 	}
 	quiet := quietFor(info, activeFor)
 	e.sampleMu.Lock()
@@ -154,14 +156,15 @@ func (c *core) heardOn(p *Path, window time.Duration) bool {
 	return false
 }
 
-// tcpOn returns the pool's TCP HTTP connections on p (not moving).
+// tcpOn returns the pool's TCP HTTP connections on p (not moving, not
+// MPTCP).
 func (c *core) tcpOn(p *Path) []*entry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var on []*entry
 	for _, es := range c.entries {
 		for _, e := range es {
-			if _, ok := e.c.(*clientConn); ok && e.path != nil && e.path.Name == p.Name && !e.migrating {
+			if _, ok := e.c.(*clientConn); ok && e.path != nil && e.path.Name == p.Name && !e.migrating && !e.mptcp {
 				on = append(on, e)
 			}
 		}

@@ -25,9 +25,10 @@ import (
 // packet lost both ways) under HTTP transfers over TCP, and checks that
 // the Transport notices from the connections themselves:
 //
-//   - resume: in the middle of a 4 MB two-step download, once path 1 has
-//     carried 1 MB of it; the body resumes over path 2, byte for byte,
-//     path 1 is marked Unresponsive and the next request avoids it;
+//   - resume: in the middle of a 4 MB GET, once path 1 has carried 1 MB
+//     of it; the body resumes over path 2 (a range request for the rest,
+//     If-Range), byte for byte, path 1 is marked Unresponsive and the next
+//     request avoids it;
 //   - retry: a GET whose response the server sends into the blackhole;
 //     the GET is sent again over path 2, on the spare connection opened
 //     there while path 1 was probed, and once path 1 carries packets
@@ -66,6 +67,19 @@ func TestNetnsDeadPath(t *testing.T) {
 				}
 			}
 			t.Logf("connections served: %v; without a request (probes): %v", served, probes)
+			if scenario == "resume" {
+				var ranges []string
+				for _, r := range web.Requests() {
+					if r.Remote.Addr().String() == "10.71.2.1" && r.Range != "" {
+						ranges = append(ranges, r.Range)
+					}
+				}
+				require.Len(t, ranges, 1, "the rest asked for over path 2")
+				var from int64
+				_, err := fmt.Sscanf(ranges[0], "bytes=%d-3999999", &from)
+				require.NoError(t, err, ranges[0])
+				assert.Greater(t, from, int64(500_000), "from the byte it reached, not all of it again")
+			}
 			if scenario == "slow" {
 				assert.Contains(t, probes, "10.71.1.1", "the quiet connection was probed, and the probe answered")
 				assert.Equal(t, []string{"10.71.1.1 1"}, served, "nothing cut, nothing sent again")
@@ -113,9 +127,6 @@ func TestNetnsDeadPathChild(t *testing.T) {
 	require.NoError(t, err)
 	defer m.Close()
 	tr := &intents.Transport{Manager: m}
-	if scenario == "resume" {
-		tr.TwoStep = 8 << 10
-	}
 	defer tr.Close()
 	var mu sync.Mutex
 	var local []string

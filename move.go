@@ -207,19 +207,44 @@ func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate int64) (co
 }
 
 // body is cb or, where the rest of the response can be had with a range
-// request (a strong validator, byte ranges accepted, no content coding),
-// a body that moves mid-way when the policy says (resumingBody.maybeMove).
+// request (see rangeBody), a body that moves mid-way when the policy says
+// (resumingBody.maybeMove), and resumes on another path if its own goes
+// down.
 func (mc *moveCheck) body(req *http.Request, resp *http.Response, cb *countingBody) io.ReadCloser {
-	v := validatorOf(resp.Header)
-	ce := resp.Header.Get("Content-Encoding")
-	if v.value == "" || resp.Uncompressed || (ce != "" && ce != "identity") || !acceptsByteRanges(resp.Header) {
+	b := rangeBody(mc.t, req, resp, cb)
+	if b == nil {
 		return cb
 	}
 	mc.next = time.Now().Add(moveCheckInterval)
-	n := resp.ContentLength
-	b := newResumingBody(mc.t, req, v, cb, cb.e.path, 0, n-1, n)
 	b.move, b.cb = mc, cb
 	return b
+}
+
+// rangeBody is a body for resp (cb, whose length is known) that resumes on
+// another path, from the byte it reached, when its path goes down, if the
+// rest can be had with a range request: a strong validator (sent as
+// If-Range, so the rest is of the same version or the body ends with
+// ErrObjectChanged), byte ranges accepted, no content coding. Else nil.
+func rangeBody(t *Transport, req *http.Request, resp *http.Response, cb *countingBody) *resumingBody {
+	v := validatorOf(resp.Header)
+	ce := resp.Header.Get("Content-Encoding")
+	if v.value == "" || resp.Uncompressed || (ce != "" && ce != "identity") || !acceptsByteRanges(resp.Header) {
+		return nil
+	}
+	n := resp.ContentLength
+	b := newResumingBody(t, req, v, cb, cb.e.path, 0, n-1, n)
+	b.onDown = true
+	return b
+}
+
+// resumable reports whether resp, a response to req on e, may resume on
+// another path if e's path goes down (see rangeBody): a whole response of
+// known length to a GET without a body or a Range header, on a path the
+// Transport chose, not through a proxy.
+func resumable(req *http.Request, resp *http.Response, e *entry, proxied bool) bool {
+	return !proxied && e.path != nil && (req.Method == http.MethodGet || req.Method == "") &&
+		(req.Body == nil || req.Body == http.NoBody) && req.Header.Get("Range") == "" &&
+		resp.StatusCode == http.StatusOK && resp.ContentLength > 0 && resp.Body != nil && resp.Body != http.NoBody
 }
 
 // acceptsByteRanges reports whether h's Accept-Ranges lists "bytes".

@@ -521,7 +521,8 @@ func (c *core) changedLocked(e *entry) (sample bool) {
 // drainGonePaths closes the connections on paths that are gone, down or
 // without the connection's address, busy ones too: their requests could
 // only hang. Those requests fail with a PathDownError. A connection that
-// can migrate (HTTP/3) moves to another path instead, with its requests.
+// can migrate (HTTP/3) moves to another path instead, with its requests;
+// an MPTCP one is left to its other subflows while another path is up.
 func (c *core) drainGonePaths() {
 	c.mu.Lock()
 	c.removeWhere(func(e *entry) bool {
@@ -530,7 +531,9 @@ func (c *core) drainGonePaths() {
 		}
 		p := c.m.Path(e.path.Name)
 		gone := p == nil || !p.Up || !hasLocalAddr(p, e.raw)
-		if !gone {
+		if !gone || (e.mptcp && c.otherPathUp(e.path.Name)) {
+			// An MPTCP connection goes on over its subflows on the other
+			// paths: the kernel moves what was in flight.
 			return false
 		}
 		if mg, ok := e.c.(migratable); ok && !c.closed {
@@ -543,6 +546,17 @@ func (c *core) drainGonePaths() {
 	})
 	c.mu.Unlock()
 	c.serve()
+}
+
+// otherPathUp reports whether a path other than the one named is up (not
+// loopback).
+func (c *core) otherPathUp(name string) bool {
+	for _, p := range c.m.Paths() {
+		if p.Name != name && p.Up && p.Type != TypeLoopback {
+			return true
+		}
+	}
+	return false
 }
 
 // removeWhere removes (and closes) the entries that match, under c.mu.

@@ -795,3 +795,33 @@ func TestOriginMeanAtDecisionTime(t *testing.T) {
 	assert.EqualValues(t, 100_000, g.size, "counted as pending")
 	c.undo(g)
 }
+
+// When a path goes down, its connections close (their requests fail with
+// a PathDownError), but an MPTCP one stays while another path is up: its
+// subflows there carry it on. With no path left up, it closes too.
+func TestPathDownLeavesMPTCPToItsSubflows(t *testing.T) {
+	a := fakePath("a", "10.9.0.1")
+	b := fakePath("b", "10.9.1.1")
+	m := loManager(t, nil)
+	plain, multi := busyEntry(1, a), busyEntry(2, a)
+	multi.mptcp = true
+	c := poolWith(m, 0, 0, []*Path{a, b}, plain, multi)
+	defer c.close()
+	aDown := *a
+	aDown.Up = false
+	m.paths.Store(&[]*Path{&aDown, b})
+	c.drainGonePaths()
+	c.mu.Lock()
+	assert.True(t, plain.removed)
+	assert.True(t, plain.pathDown.Load(), "its requests fail with a PathDownError")
+	assert.False(t, multi.removed, "the MPTCP connection goes on over path b")
+	c.mu.Unlock()
+
+	bDown := *b
+	bDown.Up = false
+	m.paths.Store(&[]*Path{&aDown, &bDown})
+	c.drainGonePaths()
+	c.mu.Lock()
+	assert.True(t, multi.removed, "no path left for its subflows")
+	c.mu.Unlock()
+}

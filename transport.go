@@ -519,8 +519,12 @@ func (c *clientConn) roundTrip(r *http.Request) (*http.Response, error) {
 // before any response arrived, or whose path went down before any response
 // arrived, is sent again, once, if it can be replayed safely (an idempotent
 // method, and a body that can be had again): on another connection, and in
-// the second case on another path. Others fail, with a *PathDownError if
-// their path went down.
+// the second case on another path. A GET whose path goes down while its
+// body arrives asks for the rest on another path, if it can be had with a
+// range request (a strong validator, byte ranges): from the byte it
+// reached, with If-Range, so the body is byte for byte one version or
+// ends with ErrObjectChanged. Others fail, with a *PathDownError if their
+// path went down.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.init()
 	if alt := t.altProto.Load(); alt != nil && req.URL != nil {
@@ -733,8 +737,13 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 			}
 			cb.expect.Store(expect)
 			resp.Body = cb
-			if mc != nil {
+			switch {
+			case mc != nil:
 				resp.Body = mc.body(req, resp, cb)
+			case !moved && resumable(req, resp, e, proxy != nil):
+				if b := rangeBody(t, req, resp, cb); b != nil {
+					resp.Body = b
+				}
 			}
 		} else {
 			e.addPending(-expect)

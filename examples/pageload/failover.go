@@ -64,9 +64,14 @@ const (
 
 // The mechanisms, in the order of the table.
 var (
-	failoverMechanisms = []string{"retry", "twostep", "aggregate", "mptcp", "quic"}
+	failoverMechanisms = []string{"retry", "resume", "twostep", "aggregate", "mptcp", "quic"}
 	mechanismNames     = map[string]string{
-		"retry":     "GET sent again on path 2 (intents)",
+		// A response that cannot be resumed (no validator, no ranges):
+		// the Transport fails it with ErrPathDown, and the program asks
+		// for all of it again.
+		"retry": "GET sent again on path 2 (intents)",
+		// The same GET of a static object: the Transport resumes it.
+		"resume":    "GET resumed on path 2 (intents)",
 		"twostep":   "two-step download, resumed (intents)",
 		"aggregate": "aggregated download (intents)",
 		"mptcp":     "MPTCP, backup subflow on path 2 (kernel)",
@@ -259,8 +264,11 @@ func transfer(run failoverRun) failoverResult {
 	prefer1 := intents.Intents{Interfaces: map[string]intents.Level{"p1": intents.LevelPrefer}}
 	url := fmt.Sprintf("http://10.71.100.1/obj/%d", failoverSize)
 	var rt http.RoundTripper
+	if run.Mechanism == "retry" {
+		url += "?dynamic"
+	}
 	switch run.Mechanism {
-	case "retry", "twostep", "aggregate":
+	case "retry", "resume", "twostep", "aggregate":
 		tr := &intents.Transport{Manager: m}
 		switch run.Mechanism {
 		case "twostep":

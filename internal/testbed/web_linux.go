@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -27,7 +28,8 @@ import (
 //
 // Every host serves /obj?size=N (or /obj/N, either with ?delay=DURATION to
 // answer late): N bytes of ObjectByte, with
-// Range, If-Range, ETag and Last-Modified support. Handle adds virtual
+// Range, If-Range, ETag and Last-Modified support (none with ?dynamic, as
+// a generated response). Handle adds virtual
 // hosts.
 type WebServer struct {
 	CA *CA
@@ -183,8 +185,15 @@ func serveObject(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	w.Header().Set("ETag", `"obj-`+strconv.FormatInt(size, 10)+`"`)
 	w.Header().Set("Content-Type", "application/octet-stream")
+	if r.URL.Query().Has("dynamic") {
+		// As a generated response: no validator, no ranges, so a client
+		// cannot ask for the rest of it, only for all of it again.
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+		io.Copy(w, NewObject(size))
+		return
+	}
+	w.Header().Set("ETag", `"obj-`+strconv.FormatInt(size, 10)+`"`)
 	http.ServeContent(w, r, "", objectTime, NewObject(size))
 }
 
