@@ -60,29 +60,28 @@ func quietFor(info tcpinfo.Info, activeFor time.Duration) time.Duration {
 func probeAfter(rtt time.Duration) time.Duration { return max(2*rtt, quietProbeAfter) }
 func deadAfter(rtt time.Duration) time.Duration  { return max(3*rtt, quietDeadAfter) }
 
-// checkQuiet is the sampler's look at an active TCP connection: it sends
-// a liveness probe when the connection has been quiet long enough, and
-// not again for the same silence until it is four times as long as when
-// a probe was last answered (a long poll is not probed every tick). It
-// returns when the connection's silence, if it goes on, calls for the
-// next look (0: nothing sooner than the next tick).
-func (c *core) checkQuiet(e *entry, info tcpinfo.Info, activeFor time.Duration) time.Duration {
+// checkQuiet is the sampler's look at an active TCP connection, busy
+// since activeSince: it sends a liveness probe when the connection has
+// been quiet long enough (see probeDue). It returns when the connection's
+// silence, if it goes on, calls for the next look (0: nothing sooner than
+// the next tick).
+func (c *core) checkQuiet(e *entry, info tcpinfo.Info, activeSince time.Time) time.Duration {
 	if _, ok := e.c.(*clientConn); !ok || e.path == nil || c.m == nil || e.mptcp {
 		// Lent out whole (Pool): no telling whether data is owed. MPTCP:
 		// the kernel moves it to its other subflows.
 		return 0
 	}
-	quiet := quietFor(info, activeFor)
+	quiet := quietFor(info, time.Since(activeSince))
 	e.sampleMu.Lock()
 	defer e.sampleMu.Unlock()
-	switch {
-	case quiet < probeAfter(info.RTT):
-		e.answered = 0
-		return probeAfter(info.RTT) - quiet
-	case e.probing:
+	if !e.answeredSince.Equal(activeSince) {
+		e.answered = 0 // busy again since: a new request, a new bar
+	}
+	if e.probing {
 		return 0 // the probe decides
-	case quiet < 4*e.answered:
-		return 4*e.answered - quiet
+	}
+	if next := probeDue(quiet, info.RTT, e.answered); next > 0 {
+		return next
 	}
 	remote, ok := remoteAddrPort(e.raw)
 	if !ok {
@@ -98,7 +97,21 @@ func (c *core) checkQuiet(e *entry, info tcpinfo.Info, activeFor time.Duration) 
 	// Long enough for the connection to be quiet for deadAfter by the
 	// time the probe gives up, and for two round trips of the probe.
 	wait := max(2*info.RTT, probeAnswer, deadAfter(info.RTT)-quiet)
-	c.measuring.Go(func() { c.probeQuiet(e, remote, info.RTT, quiet, wait) })
+	c.measuring.Go(func() { c.probeQuiet(e, remote, activeSince, info.RTT, quiet, wait) })
+	return 0
+}
+
+// probeDue is how much longer a connection quiet for quiet, whose path has
+// round-trip time rtt, is to stay quiet before a probe; 0: now. A silence
+// is probed from probeAfter; once a probe was answered while the
+// connection was busy with the same requests (a server that thinks, a
+// stream that idles by design, as a long poll or server-sent events), the
+// next only when a silence lasts four times as long: such a connection is
+// probed a few times, not at every pause.
+func probeDue(quiet, rtt, answered time.Duration) time.Duration {
+	if bar := max(probeAfter(rtt), 4*answered); quiet < bar {
+		return bar - quiet
+	}
 	return 0
 }
 
@@ -108,7 +121,7 @@ func (c *core) checkQuiet(e *entry, info tcpinfo.Info, activeFor time.Duration) 
 // to) nothing meanwhile. A probe lost in a congested queue, while e waits
 // out a retransmission timeout, is not enough: the congestion shows as
 // traffic received.
-func (c *core) probeQuiet(e *entry, remote netip.AddrPort, rtt, quiet, wait time.Duration) {
+func (c *core) probeQuiet(e *entry, remote netip.AddrPort, activeSince time.Time, rtt, quiet, wait time.Duration) {
 	ctx, cancel := context.WithTimeout(c.measureCtx, wait)
 	rx, rxOK := ifaceRxBytes(e.path.Name)
 	err := c.probeLive(ctx, e.path, remote)
@@ -120,7 +133,7 @@ func (c *core) probeQuiet(e *entry, remote netip.AddrPort, rtt, quiet, wait time
 	e.sampleMu.Lock()
 	e.probing = false
 	if answered(err) {
-		e.answered = quiet
+		e.answered, e.answeredSince = quiet, activeSince
 	}
 	e.sampleMu.Unlock()
 	if log := c.m.debugLogger(context.Background()); log != nil {

@@ -102,3 +102,28 @@ func TestReprobeTargets(t *testing.T) {
 	assert.Equal(t, []netip.AddrPort{peer, netip.MustParseAddrPort("192.0.2.53:53"), netip.MustParseAddrPort("[2001:db8::53]:53")},
 		reprobeTargets(p, peer))
 }
+
+// A silence is probed from two RTTs (at least 100 ms); once a probe was
+// answered for the same requests, only a silence four times as long is:
+// a stream that idles by design is probed a few times, not at each pause.
+func TestProbeDue(t *testing.T) {
+	ms := time.Millisecond
+	assert.Equal(t, 50*ms, probeDue(50*ms, 10*ms, 0))
+	assert.Zero(t, probeDue(100*ms, 10*ms, 0), "probe now")
+	assert.Equal(t, 300*ms, probeDue(0, 150*ms, 0), "two RTTs of a long path")
+	assert.Equal(t, 300*ms, probeDue(100*ms, 10*ms, 100*ms), "answered at 100 ms: next at 400")
+	assert.Zero(t, probeDue(400*ms, 10*ms, 100*ms))
+	// Silences of 30 s, one after another, on one long request: probes at
+	// 100 ms, 400 ms, 1.6 s, 6.4 s and 25.6 s of the first, then none.
+	var answered time.Duration
+	probes := 0
+	for range 5 {
+		for quiet := time.Duration(0); quiet <= 30*time.Second; quiet += 20 * ms {
+			if probeDue(quiet, 10*ms, answered) == 0 {
+				probes++
+				answered = quiet
+			}
+		}
+	}
+	assert.Equal(t, 5, probes)
+}

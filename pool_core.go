@@ -74,8 +74,9 @@ type entry struct {
 	lastRetrans, lastSegs uint64
 	// A quiet connection's liveness probe (see core.checkQuiet), under
 	// sampleMu too.
-	probing  bool          // a probe is out
-	answered time.Duration // how quiet it was when a probe was last answered
+	probing       bool          // a probe is out
+	answered      time.Duration // how quiet it was when a probe was last answered
+	answeredSince time.Time     // the activeSince of the requests it was answered for
 
 	bytesIn, bytesOut atomic.Int64
 	pending           atomic.Int64 // bytes expected by requests in flight

@@ -29,10 +29,10 @@ type sampler struct {
 	// answering it (see h3Conn.stalled), from a tick, outside s.mu.
 	stalled func(*entry)
 	// quiet, if set, is given each active TCP connection's TCP_INFO and
-	// how long it has had requests in flight (see core.checkQuiet), from
-	// a tick, outside s.mu; it returns when to look again, if sooner than
-	// the next tick is worth it (0: no sooner).
-	quiet func(e *entry, info tcpinfo.Info, activeFor time.Duration) time.Duration
+	// since when it has had requests in flight (see core.checkQuiet),
+	// from a tick, outside s.mu; it returns when to look again, if sooner
+	// than the next tick is worth it (0: no sooner).
+	quiet func(e *entry, info tcpinfo.Info, activeSince time.Time) time.Duration
 	// watcher runs watch while anything is active.
 	watcher *time.Timer
 }
@@ -88,11 +88,11 @@ func (s *sampler) watch() {
 	s.mu.Lock()
 	now := time.Now()
 	var look []*entry
-	var lookFor []time.Duration
+	var lookSince []time.Time
 	for _, e := range s.active {
 		if _, ok := e.c.(*h3Conn); ok || (!e.quietAt.IsZero() && !now.Before(e.quietAt)) {
 			look = append(look, e)
-			lookFor = append(lookFor, now.Sub(e.activeSince))
+			lookSince = append(lookSince, e.activeSince)
 		}
 	}
 	if len(s.active) == 0 || s.stopped || s.watcher == nil {
@@ -109,17 +109,17 @@ func (s *sampler) watch() {
 			continue
 		}
 		if info, ok := tcpInfoOf(e); ok {
-			s.lookQuiet(e, info, lookFor[i], now)
+			s.lookQuiet(e, info, lookSince[i], now)
 		}
 	}
 }
 
 // lookQuiet gives e's TCP_INFO to s.quiet and notes when to look again.
-func (s *sampler) lookQuiet(e *entry, info tcpinfo.Info, activeFor time.Duration, now time.Time) {
+func (s *sampler) lookQuiet(e *entry, info tcpinfo.Info, activeSince, now time.Time) {
 	if s.quiet == nil {
 		return
 	}
-	next := s.quiet(e, info, activeFor)
+	next := s.quiet(e, info, activeSince)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e.quietAt = time.Time{}
@@ -156,9 +156,9 @@ func (s *sampler) tick() {
 	delivered := map[*Path]int64{}
 	active := make([]*entry, len(s.active))
 	copy(active, s.active)
-	activeFor := make([]time.Duration, len(active))
+	activeSince := make([]time.Time, len(active))
 	for i, e := range active {
-		activeFor[i] = now.Sub(e.activeSince)
+		activeSince[i] = e.activeSince
 		in := e.bytesIn.Load()
 		delivered[e.path] += in - e.tickBytes
 		e.tickBytes = in
@@ -172,7 +172,7 @@ func (s *sampler) tick() {
 
 	for i, e := range active {
 		if info, ok := sampleTCP(e); ok {
-			s.lookQuiet(e, info, activeFor[i], now)
+			s.lookQuiet(e, info, activeSince[i], now)
 		}
 	}
 	rx := map[*Path]int64{}
