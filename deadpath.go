@@ -313,9 +313,10 @@ func (c *core) pathAnswers(ctx context.Context, p *Path, targets []netip.AddrPor
 const spareTimeout = 10 * time.Second
 
 // warmSpareLocked opens, while e's path is being probed, an idle
-// connection to e's destination on the next path e's request could use
-// (up, not marked Unresponsive), if it has none free there and the
-// limits allow one more: if e's path is dead, the request sent again or
+// connection to e's destination on the next path that the request that
+// opened e could use and every request given e since permits (up, not
+// marked Unresponsive), if it has none free there and the limits allow
+// one more: if e's path is dead, the request sent again or
 // resumed finds the handshakes done (a TCP and a TLS round trip saved);
 // if not, the connection idles like any other. Under c.mu.
 func (c *core) warmSpareLocked(e *entry) {
@@ -324,7 +325,8 @@ func (c *core) warmSpareLocked(e *entry) {
 	}
 	var to *Path
 	for _, p := range e.permitted {
-		if p.Name != e.path.Name && p.Up && responsive(p) && !c.hasFreeOn(e.key, p) && c.dialing[dialKey{e.key, p}] == 0 {
+		if p.Name != e.path.Name && p.Up && responsive(p) && !c.hasFreeOn(e.key, p) && c.dialing[dialKey{e.key, p}] == 0 &&
+			allPermit(e.granted, p, networkFamily(e.dest.Network)) {
 			to = p
 			break
 		}
@@ -335,6 +337,16 @@ func (c *core) warmSpareLocked(e *entry) {
 	s := c.takeDialSlot(e.key, e.dest, e.permitted, Choice{Path: to, Fresh: true}, 0)
 	dial := e.dial
 	c.measuring.Go(func() { c.openSpare(s, dial) })
+}
+
+// allPermit reports whether every one of ins permits p.
+func allPermit(ins []Intents, p *Path, family byte) bool {
+	for i := range ins {
+		if ok, _ := permit(&ins[i], []*Path{p}, family, false); len(ok) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // hasFreeOn reports whether key has a connection on p that can take a

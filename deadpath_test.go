@@ -2,6 +2,7 @@ package intents
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"testing"
@@ -126,4 +127,44 @@ func TestProbeDue(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 5, probes)
+}
+
+// A spare connection goes only to a path that every request on the quiet
+// connection permits: one that prohibits path b gets none there.
+func TestSpareOnlyWhereTheRequestsMayGo(t *testing.T) {
+	a := fakePath("a", "10.9.0.1")
+	b := fakePath("b", "10.9.1.1")
+	var dialed []string
+	dial := func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
+		dialed = append(dialed, ch.Path.Name)
+		return nil, nil, errors.New("not dialed in this test")
+	}
+	e := busyEntry(1, a)
+	e.dest, e.permitted, e.dial = testDest, []*Path{a, b}, dial
+	e.granted = []Intents{{Interfaces: map[string]Level{"b": LevelProhibit}}}
+	c := poolWith(loManager(t, nil), 0, 0, []*Path{a, b}, e)
+	defer c.close()
+	warm := func() {
+		c.mu.Lock()
+		c.warmSpareLocked(e)
+		c.mu.Unlock()
+		c.measuring.Wait()
+	}
+	warm()
+	assert.Empty(t, dialed, "a request on it prohibits b")
+	e.granted = nil
+	warm()
+	assert.Equal(t, []string{"b"}, dialed)
+
+	// A request given a connection is among those it answers for.
+	idle := &entry{id: 2, key: "k", path: a, c: &fakeConn{}, dial: dial, created: time.Now(), lastUsed: time.Now()}
+	w := queuedWaiter(1000)
+	w.in.Interfaces = map[string]Level{"b": LevelProhibit}
+	c.mu.Lock()
+	_, ok := c.reserve(w, idle, time.Now())
+	granted := idle.granted
+	c.mu.Unlock()
+	require.True(t, ok)
+	require.Len(t, granted, 1)
+	assert.Equal(t, LevelProhibit, granted[0].Interfaces["b"])
 }

@@ -304,6 +304,9 @@ func (c *core) reserve(w *waiter, e *entry, now time.Time) (grant, bool) {
 	}
 	size := max(w.in.SizeToBeReceived, 0)
 	e.addPending(size)
+	if e.dial != nil {
+		e.granted = append(e.granted, w.in)
+	}
 	e.idleSince = time.Time{}
 	c.sampler.setActive(e, true)
 	c.stat(e.path).Reuses++

@@ -57,10 +57,13 @@ type entry struct {
 	pathDown atomic.Bool // closed because its path went away
 
 	// What opened it, for a spare connection on another path when its
-	// own goes quiet (see core.warmSpare); nil dial: none.
+	// own goes quiet (see core.warmSpareLocked); nil dial: none. granted
+	// are the intents of the requests given it since it was last idle,
+	// under core.mu: a spare goes only where they all may go.
 	dest      Destination
 	permitted []*Path
 	dial      func(ctx context.Context, ch Choice) (pooled, net.Conn, error)
+	granted   []Intents
 
 	// estimator feeding, guarded by sampler.mu
 	active      bool      // counted as active on its path
@@ -512,6 +515,8 @@ func (c *core) changedLocked(e *entry) (sample bool) {
 		now := time.Now()
 		e.lastUsed, e.idleSince = now, now
 		sample = e.path != nil
+		clear(e.granted) // the intents' maps may go
+		e.granted = e.granted[:0]
 		c.sampler.setActive(e, false)
 		c.armSweeper()
 		c.wentIdle = append(c.wentIdle, e)
