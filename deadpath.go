@@ -148,8 +148,11 @@ func (c *core) probeQuiet(e *entry, remote netip.AddrPort, activeSince time.Time
 	activeFor := time.Since(e.activeSince)
 	c.sampler.mu.Unlock()
 	c.mu.Unlock()
-	if active && quietFor(info, activeFor) >= deadAfter(rtt) && !c.heardOn(e.path, probeAfter(rtt)) {
-		c.pathSilent(e.path, remote, err)
+	if !active || quietFor(info, activeFor) < deadAfter(rtt) {
+		return
+	}
+	if quiet, heard := c.silentOn(e.path, probeAfter(rtt)); !heard {
+		c.pathSilent(e.path, quiet, remote, err)
 	}
 }
 
@@ -158,15 +161,21 @@ func (c *core) probeQuiet(e *entry, remote netip.AddrPort, activeSince time.Time
 // (ARP, router advertisements), a working one under load far more.
 const silentRxBytes = 3000
 
-// heardOn reports whether one of the pool's TCP connections on p received
-// anything within the last window.
-func (c *core) heardOn(p *Path, window time.Duration) bool {
+// silentOn reads the TCP_INFO of the pool's TCP connections on p once
+// (system calls: outside the pool's lock): heard if one of them received
+// anything within the last window, else the ones to close if p is dead.
+// One with bytes its reader has not taken yet is left alone.
+func (c *core) silentOn(p *Path, window time.Duration) (quiet []*entry, heard bool) {
 	for _, e := range c.tcpOn(p) {
-		if info, ok := tcpInfoOf(e); ok && min(info.LastDataRecv, info.LastAckRecv) < window {
-			return true
+		info, ok := tcpInfoOf(e)
+		switch {
+		case ok && min(info.LastDataRecv, info.LastAckRecv) < window:
+			return nil, true
+		case !ok || info.Unread == 0:
+			quiet = append(quiet, e)
 		}
 	}
-	return false
+	return quiet, false
 }
 
 // tcpOn returns the pool's TCP HTTP connections on p (not moving, not
@@ -190,33 +199,19 @@ func (c *core) tcpOn(p *Path) []*entry {
 func answered(err error) bool { return err == nil || errors.Is(err, syscall.ECONNREFUSED) }
 
 // probeLive makes a TCP handshake with remote through p and closes the
-// connection at once.
+// connection at once (a probe of p: see Dialer.probeRTT).
 func (c *core) probeLive(ctx context.Context, p *Path, remote netip.AddrPort) error {
-	ctx = context.WithValue(ctx, probeKey{}, true)
-	conn, err := (&Dialer{}).dialChoice(ctx, c.m, "tcp", remote.Addr().String(), remote.Port(), Choice{Path: p}, MultipathOff)
-	if err == nil {
-		conn.Close()
-	}
-	return err
+	return (&Dialer{}).probeRTT(ctx, c.m, p, Destination{Network: "tcp", Host: remote.Addr().String(), Port: remote.Port()})
 }
 
-// pathSilent takes p for dead: marks it Unresponsive, closes its TCP
-// connections that are idle or quiet too (their requests fail with a
+// pathSilent takes p for dead: marks it Unresponsive, closes quiet (its
+// TCP connections that are idle or quiet too: their requests fail with a
 // PathDownError), and probes it until it answers.
-func (c *core) pathSilent(p *Path, remote netip.AddrPort, why error) {
+func (c *core) pathSilent(p *Path, quiet []*entry, remote netip.AddrPort, why error) {
 	if p.est == nil {
 		return
 	}
 	first := p.est.MarkUnresponsive()
-	onPath := c.tcpOn(p)
-	// Outside the lock: TCP_INFO is a system call. A connection still
-	// receiving (a server on another route, say) is left alone.
-	quiet := onPath[:0]
-	for _, e := range onPath {
-		if info, ok := tcpInfoOf(e); !ok || quietFor(info, time.Hour) >= probeAfter(info.RTT) {
-			quiet = append(quiet, e)
-		}
-	}
 	c.mu.Lock()
 	for _, e := range quiet {
 		if !e.removed {

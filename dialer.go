@@ -731,13 +731,15 @@ func (d *Dialer) pathControl(p *Path, binding *Binding, more func(network string
 
 // probeRTT connects to dest through p and closes the connection at once:
 // the handshake is recorded as a probe of p's RTT (pathDial.one). The
-// connection is never used.
-func (d *Dialer) probeRTT(ctx context.Context, m *Manager, p *Path, dest Destination) {
+// connection is never used; the error says whether it was made.
+func (d *Dialer) probeRTT(ctx context.Context, m *Manager, p *Path, dest Destination) error {
 	ctx, cancel := context.WithTimeout(context.WithValue(ctx, probeKey{}, true), probeRTTTimeout)
 	defer cancel()
-	if c, err := d.dialChoice(ctx, m, "tcp", dest.Host, dest.Port, Choice{Path: p}, MultipathOff); err == nil {
+	c, err := d.dialChoice(ctx, m, "tcp", dest.Host, dest.Port, Choice{Path: p}, MultipathOff)
+	if err == nil {
 		c.Close()
 	}
+	return err
 }
 
 // probeRTTTimeout bounds a probe: a handshake that takes longer tells

@@ -151,10 +151,7 @@ type moveCheck struct {
 // alone ends; see moveTo) bound to a path, not through a proxy, not moved
 // before, and the Manager's policy a Mover.
 func (t *Transport) movable(req *http.Request, resp *http.Response, e *entry, proxied bool) bool {
-	return t.Manager.mover() != nil && !proxied && e.path != nil && !e.mptcp &&
-		(req.Method == http.MethodGet || req.Method == "") && (req.Body == nil || req.Body == http.NoBody) &&
-		req.Header.Get("Range") == "" && resp.StatusCode == http.StatusOK && (resp.ProtoMajor == 1 || multiplexed(e)) &&
-		resp.ContentLength > 0 && resp.Body != nil && resp.Body != http.NoBody
+	return t.Manager.mover() != nil && !e.mptcp && (resp.ProtoMajor == 1 || multiplexed(e)) && resumable(req, resp, e, proxied)
 }
 
 // multiplexed reports whether e's requests are streams of their own, one

@@ -396,47 +396,29 @@ func TestTryAfterClosingForAFreshChoice(t *testing.T) {
 
 // A fresh choice on one path at the host limit closes even the only idle
 // connection on another path: it would otherwise hold the slot the policy
-// wants for its path.
-func TestFreshChoiceClosesTheLastIdleOfAnotherPath(t *testing.T) {
-	a := fakePath("a", "10.9.0.1")
-	b := fakePath("b", "10.9.1.1")
-	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
-		d.Choices = append(d.Choices, Choice{Path: b, Fresh: true})
-	}))
-	e := &entry{id: 1, key: "k", path: a, c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
-	c := poolWith(m, 1, 17, []*Path{a, b}, e)
-	w := queuedWaiter(0)
-	c.mu.Lock()
-	g, ok := c.attempt(w, nil)
-	c.mu.Unlock()
-	require.True(t, ok)
-	assert.True(t, g.dials(), "a new connection")
-	assert.Equal(t, b, g.slot.path, "on the path the policy wants")
-	assert.True(t, e.removed, "the idle one on the other path made room")
-	c.undo(g)
-}
-
-// So does a choice of a connection on a path (not Fresh) where that path
-// has none free: with the host's limit held by an idle connection on
-// another path, nothing else would ever free a slot, and the request would
-// wait until its context ended.
-func TestPathChoiceClosesTheLastIdleOfAnotherPath(t *testing.T) {
-	a := fakePath("a", "10.9.0.1")
-	b := fakePath("b", "10.9.1.1")
-	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
-		d.Choices = append(d.Choices, Choice{Path: b})
-	}))
-	e := &entry{id: 1, key: "k", path: a, c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
-	c := poolWith(m, 1, 17, []*Path{a, b}, e)
-	w := queuedWaiter(0)
-	c.mu.Lock()
-	g, ok := c.attempt(w, nil)
-	c.mu.Unlock()
-	require.True(t, ok, "granted, not left waiting")
-	assert.True(t, g.dials(), "a new connection")
-	assert.Equal(t, b, g.slot.path, "on the path the policy wants")
-	assert.True(t, e.removed, "the idle one on the other path made room")
-	c.undo(g)
+// wants for its path. So does a choice of a connection on a path (not
+// Fresh) where that path has none free: with the host's limit held by an
+// idle connection on another path, nothing else would ever free a slot,
+// and the request would wait until its context ended.
+func TestChoiceClosesTheLastIdleOfAnotherPath(t *testing.T) {
+	for _, fresh := range []bool{true, false} {
+		a := fakePath("a", "10.9.0.1")
+		b := fakePath("b", "10.9.1.1")
+		m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+			d.Choices = append(d.Choices, Choice{Path: b, Fresh: fresh})
+		}))
+		e := &entry{id: 1, key: "k", path: a, c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
+		c := poolWith(m, 1, 17, []*Path{a, b}, e)
+		w := queuedWaiter(0)
+		c.mu.Lock()
+		g, ok := c.attempt(w, nil)
+		c.mu.Unlock()
+		require.True(t, ok, "fresh %v: granted, not left waiting", fresh)
+		assert.True(t, g.dials(), "a new connection")
+		assert.Equal(t, b, g.slot.path, "on the path the policy wants")
+		assert.True(t, e.removed, "the idle one on the other path made room")
+		c.undo(g)
+	}
 }
 
 // At the host's limit, with every connection on path a, a waiter whose

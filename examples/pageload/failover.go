@@ -15,6 +15,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -33,6 +34,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"text/tabwriter"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -201,7 +203,7 @@ func failover(mechanisms []string, cuts, uncut int) ([]failoverResult, error) {
 		mu.Lock()
 		switch {
 		case run.Cut != "" && cutAt.IsZero():
-			res.Err = cmp(res.Err, "path 1 never carried 1 MB of the transfer")
+			res.Err = cmp.Or(res.Err, "path 1 never carried 1 MB of the transfer")
 		case run.Cut != "" && !resumedAt.IsZero():
 			res.Gap = resumedAt.Sub(cutAt)
 		}
@@ -220,14 +222,6 @@ func failover(mechanisms []string, cuts, uncut int) ([]failoverResult, error) {
 	}
 	progress(0, 0, "")
 	return results, nil
-}
-
-// cmp is a, or b if a is empty.
-func cmp(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // failoverClient is the client half, inside the client namespace: one
@@ -448,23 +442,13 @@ func printFailover(w io.Writer, sums []failoverSummary, cuts int) {
 	fmt.Fprintf(w, "\nfailover: %d MB GET preferring path 1 (%v, %d Mbit/s), cut after %d MB; path 2 %v, %d Mbit/s; %d cuts of each kind\n",
 		failoverSize/1_000_000, failoverPaths[0].RTT(), failoverPaths[0].Down.Rate/1_000_000, failoverCutAt/1_000_000,
 		failoverPaths[1].RTT(), failoverPaths[1].Down.Rate/1_000_000, cuts)
-	rows := [][]string{{"cut", "mechanism", "gap to path 2 (median, min–max)", "goal", "longest stall", "added delay", "failed"}}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  cut\tmechanism\tgap to path 2 (median, min–max)\tgoal\tlongest stall\tadded delay\tfailed\t")
 	for _, s := range sums {
-		rows = append(rows, []string{s.cut, mechanismNames[s.mechanism], spread(s.gaps), "≤ " + ms(failoverGoal(s.cut)),
-			spread(s.stalls), spread(s.added), fmt.Sprintf("%d of %d", s.failed, s.failed+len(s.stalls))})
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t≤ %s\t%s\t%s\t%d of %d\t\n", s.cut, mechanismNames[s.mechanism], spread(s.gaps),
+			ms(failoverGoal(s.cut)), spread(s.stalls), spread(s.added), s.failed, s.failed+len(s.stalls))
 	}
-	widths := make([]int, len(rows[0]))
-	for _, r := range rows {
-		for i, c := range r {
-			widths[i] = max(widths[i], len([]rune(c)))
-		}
-	}
-	for _, r := range rows {
-		for i, c := range r {
-			fmt.Fprintf(w, "  %s%s", c, strings.Repeat(" ", widths[i]-len([]rune(c))))
-		}
-		fmt.Fprintln(w)
-	}
+	tw.Flush()
 	for _, s := range sums {
 		if s.neverResumed > 0 {
 			fmt.Fprintf(w, "  %s, %s: path 2 carried less than 4 KiB after %d cuts\n", s.cut, mechanismNames[s.mechanism], s.neverResumed)
