@@ -121,6 +121,20 @@ func (c *core) candidatesOf(key string) ([]Candidate, int64) {
 	return cands, c.queue.bytesFor(key, nil, typical, 1)
 }
 
+// moveOnto takes e out of the pool, closing it, if its destination has a
+// connection on p that can take the request moving from it now: a new
+// connection would only add a set-up. False, e left as it is, if none has
+// (or e is gone already, or the pool is closed).
+func (c *core) moveOnto(e *entry, p *Path) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || e.removed || !c.hasFreeOn(e.key, p) {
+		return false
+	}
+	c.remove(e)
+	return true
+}
+
 // moveSlot takes e out of the pool, closing it, and gives the place it
 // held in the limits to a new connection on p for the request that moves
 // from it: the queue cannot take that place in between. False if e is
@@ -192,6 +206,12 @@ func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate int64) (co
 	if multiplexed(e) {
 		// Its stream ends, the connection stays for the others: the
 		// request goes to a connection on to, as the policy decides there.
+		mc.t.counters(e.path).moved.Add(1)
+		return context.WithValue(ctx, moveSlotKey{}, &moveTicket{onto: to}), true
+	}
+	if mc.t.core.moveOnto(e, to) {
+		// A free connection there (a page's tail): the request goes to it,
+		// as the policy decides on that path.
 		mc.t.counters(e.path).moved.Add(1)
 		return context.WithValue(ctx, moveSlotKey{}, &moveTicket{onto: to}), true
 	}

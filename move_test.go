@@ -1,6 +1,7 @@
 package intents
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,17 +29,24 @@ import (
 type scriptedMover struct {
 	first *Path
 	to    atomic.Pointer[Path]
+	// on, if set, is where requests go instead of first, reusing only a
+	// free connection there (or on the path a moved request requires).
+	on    atomic.Pointer[Path]
 	mu    sync.Mutex
 	asked []string // "SIZE from PATH" per Move
 }
 
 func (s *scriptedMover) Decide(req *Request, d *Decision) {
+	on := s.on.Load()
+	if on != nil && !slices.Contains(req.Paths, on) {
+		on = req.Paths[0]
+	}
 	for i := range req.Candidates {
-		if req.Candidates[i].Available > 0 {
+		if req.Candidates[i].Available > 0 && (on == nil || req.Candidates[i].Path == on) {
 			d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
 		}
 	}
-	d.Choices = append(d.Choices, Choice{Path: s.first})
+	d.Choices = append(d.Choices, Choice{Path: cmp.Or(on, s.first)})
 	d.Reason = "scripted"
 }
 
@@ -207,6 +216,49 @@ func TestMoveMidBody(t *testing.T) {
 	assert.LessOrEqual(t, from, int64(64<<10))
 	assert.Equal(t, []string{strconv.FormatInt(size-from, 10) + " from p1"}, mover.moves(), "asked once, with what was left")
 	assert.EqualValues(t, 1, tr.Stats()["p1"].Moved)
+}
+
+// A body moves onto a free connection on the path the policy names, where
+// there is one (a page's tail: that path is done while this one still
+// carries): its rest comes in a round trip, without a connection's set-up.
+func TestMoveOntoAFreeConnection(t *testing.T) {
+	checkEveryRead(t)
+	const size = 1_000_003
+	var log requestLog
+	rest := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		log.add(r)
+		w.Header().Set("ETag", `"v1"`)
+		switch {
+		case r.URL.Path == "/warm":
+			w.Write([]byte("warm"))
+		case r.Header.Get("Range") != "":
+			close(rest)
+			http.ServeContent(w, r, "", time.Time{}, testbed.NewObject(size))
+		default:
+			firstPartThenWait(w, r, size, rest)
+		}
+	}))
+	defer srv.Close()
+	tr, mover, base := movePaths(t, srv)
+	p2 := mover.to.Load()
+	mover.to.Store(nil)
+	mover.on.Store(p2)
+	warm, _ := get(t, tr, context.Background(), base+"/warm") // an idle connection on p2
+	require.Equal(t, "warm", warm)
+	mover.on.Store(mover.first)
+	mover.to.Store(p2)
+	ctx := WithIntents(context.Background(), Intents{SizeToBeReceived: size})
+	body, _ := get(t, tr, ctx, base+"/obj")
+	assert.Equal(t, testbed.ObjectSum(size), sha256.Sum256([]byte(body)), "the whole object, byte for byte")
+	got := log.all()
+	require.Len(t, got, 3)
+	assert.True(t, strings.HasPrefix(got[2], "/obj bytes="), got[2])
+	st := tr.Stats()
+	assert.EqualValues(t, 1, st["p1"].Moved)
+	assert.EqualValues(t, 1, st["p2"].Dials, "the rest went over the free connection: none opened for it")
+	assert.EqualValues(t, 2, st["p2"].Requests)
+	assert.EqualValues(t, 1, st["p2"].Reuses)
 }
 
 // A body that moved is one version or an error: when the object changed

@@ -37,8 +37,9 @@ type Policy interface {
 // that will take longest to carry it. The Transport asks Move then; if it
 // names another path, the response is abandoned unread (its connection is
 // closed, and a new connection on that path takes its place in the pool's
-// limits; on HTTP/3 only its stream ends, and it goes to a connection on
-// that path as the policy decides there) and the request is sent again
+// limits, or a free one the destination has there takes the request; on
+// HTTP/3 only its stream ends, and it goes to a connection on that path
+// as the policy decides there) and the request is sent again
 // there, so the caller gets the second response, whole and of one
 // version. Only a GET without a body is moved, only from an HTTP/1
 // connection bound to a path or an HTTP/3 one it has to itself, and only

@@ -79,7 +79,11 @@ const moveMargin = 0.25
 // one it has none on stays idle for as long as the connection limit keeps
 // the queue off it. The rate the response has been arriving at
 // (Candidate.Rate), a fair share of its path's, tells that path's capacity
-// once it is measured: the estimate may still be a guess on a first page.
+// once it is measured: the estimate may still be a guess on a first page
+// (a measured capacity bounds it: the connection that started first gets
+// more than its share). An idle connection on the other path (a page's
+// tail: that path is done) is weighed too: it takes the rest in a round
+// trip, with the window its transfers grew.
 // A path already carrying its share gets the queued requests' load anyway:
 // moving a transfer there would only trade one for another, and lose the
 // bytes on their way here.
@@ -93,7 +97,13 @@ func (e *EAF) Move(req *intents.Request, from *intents.Candidate) (*intents.Path
 	models := e.models(req.Paths, mbuf[:0])
 	here := &models[i]
 	if from.Rate > 0 {
+		// Its fair share of the path's capacity; a measured capacity
+		// bounds it, as a connection that started first got more than
+		// its share.
 		c := float64(from.Rate) / 8 * max(here.active, 1)
+		if here.measured {
+			c = min(c, here.cap)
+		}
 		here.cap, here.free, here.measured = c, c, true
 	}
 	others := *here
@@ -128,15 +138,25 @@ func (e *EAF) Move(req *intents.Request, from *intents.Candidate) (*intents.Path
 		active += load(j)
 		capacity += shareCap(&models[j])
 	}
-	best, bestAt := -1, 0.0
+	best, bestAt, bestReuse := -1, 0.0, (*intents.Candidate)(nil)
 	for j := range models {
 		pm := &models[j]
 		if j == i || (active > 0 && load(j)/active >= shareCap(pm)/capacity) || (req.Queued > 0 && hasConn(req, req.Paths[j])) {
 			continue
 		}
-		at := e.setupRTTs(true, req.Dest.TLS)*pm.rtt + pm.shared(size, pm.transfer(size, pm.iw))
+		at, reuse := e.setupRTTs(true, req.Dest.TLS)*pm.rtt+pm.shared(size, pm.transfer(size, pm.iw)), (*intents.Candidate)(nil)
+		// An idle connection there (a page's tail: its path is done while
+		// this one still carries) takes the rest in a round trip, with
+		// the window its transfers grew; the Transport moves onto it.
+		for k := range req.Candidates {
+			if c := &req.Candidates[k]; c.Path == req.Paths[j] && c.Available > 0 && c.InFlight == 0 {
+				if r := e.reuse(*pm, c, size); r < at {
+					at, reuse = r, c
+				}
+			}
+		}
 		if best < 0 || at < bestAt {
-			best, bestAt = j, at
+			best, bestAt, bestReuse = j, at, reuse
 		}
 	}
 	if best < 0 {
@@ -153,8 +173,13 @@ func (e *EAF) Move(req *intents.Request, from *intents.Candidate) (*intents.Path
 	if to != nil {
 		verdict = "moves"
 	}
-	return to, "eaf: " + verdict + ": " + req.Paths[best].Name + " new predicted " + seconds(bestAt).Round(time.Millisecond).String() +
+	via := " new"
+	if bestReuse != nil {
+		via = " reuse #" + strconv.FormatUint(bestReuse.ID, 10)
+	}
+	return to, "eaf: " + verdict + ": " + req.Paths[best].Name + via + " predicted " + seconds(bestAt).Round(time.Millisecond).String() +
 		" vs " + from.Path.Name + " #" + strconv.FormatUint(from.ID, 10) + " " + seconds(stay).Round(time.Millisecond).String() +
+		" at " + strconv.FormatFloat(here.cap*8/1e6, 'f', 1, 64) + " Mbit/s" +
 		" (" + strconv.FormatInt(req.Intents.SizeToBeReceived, 10) + " B to come)"
 }
 

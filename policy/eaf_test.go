@@ -264,6 +264,15 @@ func TestEAFBorrowsCapacityForAFloor(t *testing.T) {
 	assert.Equal(t, p1, eafChoice(t, &EAF{}, 1e6, paths, nil).Path, "1 Mbit/s measured: p1")
 	p2.Prior.BandwidthFloor = true
 	assert.Equal(t, p2, eafChoice(t, &EAF{}, 1e6, paths, nil).Path, "at least 1 Mbit/s: as good as p1, and closer")
+
+	// Beside a slow measured path a floor is lent no less than a path
+	// never measured (UnknownBandwidth): a long round trip's slow start
+	// shows little of a fast path, and the slow one's capacity says
+	// nothing of it.
+	slow := &intents.Path{Name: "slow", Up: true, Prior: intents.Estimate{RTT: 50 * time.Millisecond, Bandwidth: 2e6}}
+	far := &intents.Path{Name: "far", Up: true, Prior: intents.Estimate{RTT: 200 * time.Millisecond, Bandwidth: 1.2e6, BandwidthFloor: true}}
+	assert.Equal(t, far, eafChoice(t, &EAF{}, 1e6, []*intents.Path{slow, far}, nil).Path,
+		"1 MB: 4.1 s at 2 Mbit/s, under 2 s at 10 Mbit/s over 200 ms")
 }
 
 // With a queue behind the request, an idle path that would have the
@@ -447,6 +456,17 @@ func TestEAFMoveByHand(t *testing.T) {
 	to, why = eaf.Move(req, from)
 	assert.Equal(t, p2, to, why)
 	req.Queued, req.Candidates = 0, nil
+
+	// An idle connection on p2, warm from 2 MB it carried: the rest
+	// comes over it in a round trip and 1 MB / 6.25 MB/s, 260 ms, where
+	// a new connection took 814 ms: it moves (onto that connection).
+	p1.Prior.Pending, p1.Prior.Active = 1e6, 1
+	p2.Prior.Pending, p2.Prior.Active = 0, 0
+	req.Candidates = []intents.Candidate{*from, {ID: 8, Path: p2, Available: 1, BytesIn: 2e6, Idle: 100 * time.Millisecond}}
+	to, why = eaf.Move(req, from)
+	assert.Equal(t, p2, to, why)
+	assert.Contains(t, why, "moves: p2 reuse #8 predicted 260ms vs p1 #7 808ms")
+	req.Candidates = nil
 
 	// Nowhere else to go, or nothing to weigh: it stays.
 	to, _ = eaf.Move(&intents.Request{Intents: req.Intents, Paths: []*intents.Path{p1}}, from)

@@ -25,5 +25,5 @@ func ExampleEAF_Move() {
 	fmt.Println(why)
 	// Output:
 	// wwan0
-	// eaf: moves: wwan0 new predicted 814ms vs wlan0 #3 4s (1000000 B to come)
+	// eaf: moves: wwan0 new predicted 814ms vs wlan0 #3 4.8s at 10.0 Mbit/s (1000000 B to come)
 }

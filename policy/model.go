@@ -32,8 +32,9 @@ type Model struct {
 	// Manager's first page (default 10 Mbit/s, an access network's order):
 	// it weighs a path's backlog against another's longer RTT, and a guess
 	// far below the paths' real rates sends small objects to the slower
-	// path after a few on the faster one. A path with no capacity estimate
-	// while another has one borrows that one's, if it is higher.
+	// path after a few on the faster one. A path with no capacity
+	// estimate, or only a floor, while another has one borrows that
+	// one's, if it is higher.
 	UnknownRTT       time.Duration
 	UnknownBandwidth int64
 	// Unpaced makes every slow-start round arrive at once, as from a sender
@@ -110,9 +111,10 @@ func (m *Model) path(p *intents.Path) pathModel {
 // (a slow path measured says nothing of an unmeasured one, and lent to it
 // would keep the page on the slow one), so that it is tried, and so
 // measured, rather than avoided for ever; a path whose capacity is only a
-// floor (Estimate.BandwidthFloor) borrows the highest: small objects on a long RTT end in slow
-// start and never show a path's capacity, and a policy that believed the
-// floor would starve the path. A path with no RTT estimate counts the
+// floor (Estimate.BandwidthFloor) borrows as much: small objects on a long
+// RTT end in slow start and never show a path's capacity, and a policy
+// that believed the floor (or a slower path's capacity) would starve the
+// path. A path with no RTT estimate counts the
 // higher of UnknownRTT and the lowest measured: an RTT is learned without
 // risking a request (a handshake: the Transport and Pool measure a
 // request's other paths while its connection is dialed), and a request
@@ -132,11 +134,12 @@ func (m *Model) models(paths []*intents.Path, dst []pathModel) []pathModel {
 		bestBW = max(bestBW, e.Bandwidth)
 	}
 	unknownRTT := max(bestRTT, m.params().unknownRTT)
+	lent := max(bestBW, m.params().unknownBandwidth)
 	for _, e := range ests {
 		if e.BandwidthFloor && e.Bandwidth > 0 {
-			e.Bandwidth = bestBW
+			e.Bandwidth = lent // a floor says no less than an unmeasured path is lent
 		}
-		dst = append(dst, m.pathWith(e, unknownRTT, max(bestBW, m.params().unknownBandwidth)))
+		dst = append(dst, m.pathWith(e, unknownRTT, lent))
 	}
 	return dst
 }
