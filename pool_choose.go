@@ -125,6 +125,22 @@ func (c *core) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant, step
 			return g, s
 		}
 	}
+	if len(d.choices) > 0 && only == nil {
+		// The first choice was a connection on a path (not Fresh), none
+		// free there, and no later choice could be had: at the host's
+		// limit an idle connection elsewhere makes room for it, or, with
+		// every connection idle on other paths, nothing would ever free
+		// a slot. Not before the later choices were tried: a policy that
+		// names a path first and the others as fallbacks (RoundRobin)
+		// means a free connection there rather than a closed one.
+		if ch := d.choices[0]; !ch.Wait && ch.Reuse == nil && !ch.Fresh && !c.roomFor(w.key) {
+			c.replaceIdleFor(w, ch.Path, !c.queue.aheadOf(w))
+			if c.roomFor(w.key) {
+				size := max(w.in.SizeToBeReceived, 0)
+				return grant{slot: c.takeDialSlot(w.key, w.dest, w.permitted, ch, size), size: size}, stepGranted
+			}
+		}
+	}
 	return grant{}, stepWait
 }
 
@@ -219,11 +235,12 @@ func (c *core) applyNew(w *waiter, ch Choice, first bool, now time.Time) (grant,
 	if firstInLine && !c.roomFor(w.key) && c.underHostLimit(w.key) {
 		c.closeOldestIdle() // make room under the total limit, as browsers do
 	}
-	// The policy's first choice wants a new connection on its path (a
-	// Fresh one, or a connection there of which none is free): at the
-	// host's limit an idle one elsewhere makes room, or, with every
-	// connection idle on other paths, nothing would ever free a slot.
-	if first && !c.roomFor(w.key) {
+	// The policy's first choice wants a new connection on its path: at
+	// the host's limit an idle one elsewhere makes room, or, with every
+	// connection idle on other paths, nothing would ever free a slot (a
+	// choice of a connection there, not Fresh, only once the later
+	// choices could not be had: see decideOnce).
+	if first && ch.Fresh && !c.roomFor(w.key) {
 		c.replaceIdleFor(w, ch.Path, firstInLine)
 	}
 	if !c.roomFor(w.key) {
