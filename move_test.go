@@ -101,6 +101,24 @@ func firstPartThenWait(w http.ResponseWriter, r *http.Request, size int, until <
 	}
 }
 
+// restByRange serves an object of size bytes (ETag "v1", byte ranges):
+// a GET without a Range gets the first 64 KiB and waits; the first with
+// one, the rest, which ends the wait. It logs every request.
+func restByRange(size int, log *requestLog) http.HandlerFunc {
+	rest := make(chan struct{})
+	var once sync.Once
+	return func(w http.ResponseWriter, r *http.Request) {
+		log.add(r)
+		w.Header().Set("ETag", `"v1"`)
+		if r.Header.Get("Range") != "" {
+			once.Do(func() { close(rest) })
+			http.ServeContent(w, r, "", time.Time{}, testbed.NewObject(int64(size)))
+			return
+		}
+		firstPartThenWait(w, r, size, rest) // the rest comes from the range request
+	}
+}
+
 // checkEveryRead makes a body's move considered at each Read.
 func checkEveryRead(t *testing.T) {
 	d := moveCheckInterval
@@ -190,17 +208,7 @@ func TestMoveMidBody(t *testing.T) {
 	checkEveryRead(t)
 	const size = 1_000_003
 	var log requestLog
-	rest := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		log.add(r)
-		w.Header().Set("ETag", `"v1"`)
-		if r.Header.Get("Range") != "" {
-			close(rest)
-			http.ServeContent(w, r, "", time.Time{}, testbed.NewObject(size))
-			return
-		}
-		firstPartThenWait(w, r, size, rest) // the rest comes from the range request
-	}))
+	srv := httptest.NewServer(restByRange(size, &log))
 	defer srv.Close()
 	tr, mover, base := movePaths(t, srv)
 	ctx := WithIntents(context.Background(), Intents{SizeToBeReceived: size}) // as predicted: no move at the headers
@@ -225,19 +233,14 @@ func TestMoveOntoAFreeConnection(t *testing.T) {
 	checkEveryRead(t)
 	const size = 1_000_003
 	var log requestLog
-	rest := make(chan struct{})
+	obj := restByRange(size, &log)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		log.add(r)
-		w.Header().Set("ETag", `"v1"`)
-		switch {
-		case r.URL.Path == "/warm":
-			w.Write([]byte("warm"))
-		case r.Header.Get("Range") != "":
-			close(rest)
-			http.ServeContent(w, r, "", time.Time{}, testbed.NewObject(size))
-		default:
-			firstPartThenWait(w, r, size, rest)
+		if r.URL.Path != "/warm" {
+			obj(w, r)
+			return
 		}
+		log.add(r)
+		w.Write([]byte("warm"))
 	}))
 	defer srv.Close()
 	tr, mover, base := movePaths(t, srv)
