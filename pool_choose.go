@@ -135,9 +135,8 @@ func (c *core) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant, step
 		// means a free connection there rather than a closed one.
 		if ch := d.choices[0]; !ch.Wait && ch.Reuse == nil && !ch.Fresh && !c.roomFor(w.key) {
 			c.replaceIdleFor(w, ch.Path, !c.queue.aheadOf(w))
-			if c.roomFor(w.key) {
-				size := max(w.in.SizeToBeReceived, 0)
-				return grant{slot: c.takeDialSlot(w.key, w.dest, w.permitted, ch, size), size: size}, stepGranted
+			if g, s := c.applyNew(w, ch, false, now); s == stepGranted {
+				return g, s
 			}
 		}
 	}
