@@ -70,14 +70,17 @@ const moveMargin = 0.25
 // still owes (req.Intents.SizeToBeReceived) would arrive sooner, by more
 // than a quarter, over a new connection on another path, set-up included,
 // than here, where it shares its path with the others' backlog (see
-// Model), and if that path has fewer of the active connections than its
-// share of the paths' capacity. While requests for the destination are
-// queued (Request.Queued), only to a path it has no connection on: one it
-// has a connection on gets the queue's load as its connections free up,
-// and a move there only trades a transfer for another, losing the bytes on
-// their way here (measured: 7 % slower pages where both paths were in use);
-// one it has none on stays idle for as long as the connection limit keeps
-// the queue off it. The rate the response has been arriving at
+// Model), and if that path holds fewer of the active connections than it
+// takes to fill it while every connection would add throughput somewhere
+// (see connShares: a long round trip needs more), or, where there are
+// connections to spare, fewer than its share of the paths' capacity.
+// Where there are to spare and requests for the destination are queued
+// (Request.Queued), only to a path it has no connection on: one it has a
+// connection on gets the queue's load as its connections free up, and a
+// move there only trades a transfer for another, losing the bytes on
+// their way here (measured: 7 % slower pages where both paths were in
+// use); one it has none on stays idle for as long as the connection limit
+// keeps the queue off it. The rate the response has been arriving at
 // (Candidate.Rate), a fair share of its path's, tells that path's capacity
 // once it is measured: the estimate may still be a guess on a first page
 // (a measured capacity bounds it: the connection that started first gets
@@ -138,10 +141,26 @@ func (e *EAF) Move(req *intents.Request, from *intents.Candidate) (*intents.Path
 		active += load(j)
 		capacity += shareCap(&models[j])
 	}
+	// Where every connection adds throughput somewhere (connShares), a
+	// path holding fewer than fill it takes the move even while requests
+	// queue, and one holding as many does not: the queue would not give
+	// it the connections before this path's are done with their bytes.
+	var sbuf [16]pathModel
+	var abuf [16]int
+	afterMove := append(sbuf[:0], models...)
+	afterMove[i].active = others.active
+	shares, scarce := connShares(afterMove, size, abuf[:0])
 	best, bestAt, bestReuse := -1, 0.0, (*intents.Candidate)(nil)
 	for j := range models {
 		pm := &models[j]
-		if j == i || (active > 0 && load(j)/active >= shareCap(pm)/capacity) || (req.Queued > 0 && hasConn(req, req.Paths[j])) {
+		if j == i {
+			continue
+		}
+		if scarce {
+			if pm.active >= float64(shares[j]) {
+				continue
+			}
+		} else if (active > 0 && load(j)/active >= shareCap(pm)/capacity) || (req.Queued > 0 && hasConn(req, req.Paths[j])) {
 			continue
 		}
 		at, reuse := e.setupRTTs(true, req.Dest.TLS)*pm.rtt+pm.shared(size, pm.transfer(size, pm.iw)), (*intents.Candidate)(nil)
@@ -243,9 +262,11 @@ func (e *EAF) options(req *intents.Request, models []pathModel, opts []option) [
 // idleFirst moves to the front the earliest option on a path that is
 // below its share of the load, if it arrives before the queue's fluid end:
 // all bytes in flight and queued at the summed capacity of the paths. A
-// path is below its share when its bytes in flight, this object's
-// included, are no larger a part of all bytes in flight than its capacity
-// is of the paths' (an idle path always is). Arriving earliest on the
+// path is below its share when it holds fewer active connections than
+// fill it while every connection would add throughput somewhere (see
+// connShares); where there are connections to spare, when its bytes in
+// flight, this object's included, are no larger a part of all bytes in
+// flight than its capacity is of the paths' (an idle path always is). Arriving earliest on the
 // busy path, the object would only push the queue's end further out while
 // the other path carries less than it could; and with the page's requests
 // spread so, each path's connections keep busy until the end. Only
@@ -271,12 +292,20 @@ func (e *EAF) idleFirst(req *intents.Request, models []pathModel, opts []option)
 		}
 		return o.choice.Path
 	}
+	var abuf [16]int
+	conns, scarce := connShares(models, size, abuf[:0])
 	belowShare := func(p *intents.Path) bool {
 		i := slices.Index(req.Paths, p)
 		if i < 0 {
 			return false
 		}
 		pm := models[i]
+		if int(pm.active) < conns[i] {
+			return true
+		}
+		if scarce {
+			return false // another path needs this connection more
+		}
 		return pm.pending <= 0 || (pm.pending+size)/(load+size) <= pm.cap/capacity
 	}
 	// An object smaller than the best path's bandwidth-delay product costs
@@ -304,6 +333,43 @@ func (e *EAF) idleFirst(req *intents.Request, models []pathModel, opts []option)
 		}
 	}
 	return opts
+}
+
+// connShares splits the connections in use on the paths, and one more
+// for the request being placed, so that each adds the most throughput for
+// objects of size bytes: a connection carries one object per round trip
+// and transfer (size / (RTT + size / capacity)), and a path takes as many
+// as fill its capacity. A long round trip needs more of them: a 200 ms
+// path of 20 Mbit/s takes six 100 kB transfers at a time to fill, a 20 ms
+// path of 6 Mbit/s one or two. Counting connections, not bytes, keeps a
+// short path from holding all of a host's few connections while a long
+// one, faster in all, waits for them. scarce says every connection is
+// needed somewhere; if not, those beyond what fills every path are left
+// unassigned (the bytes in flight share them, see idleFirst).
+func connShares(models []pathModel, size float64, dst []int) (shares []int, scarce bool) {
+	var total int
+	for _, pm := range models {
+		total += int(pm.active)
+		dst = append(dst, 0)
+	}
+	for range total + 1 {
+		best, bestGain := -1, 0.0
+		for j, pm := range models {
+			if pm.cap <= 0 {
+				continue
+			}
+			per := size / (pm.rtt + size/pm.cap)
+			n := float64(dst[j])
+			if gain := min(pm.cap, (n+1)*per) - min(pm.cap, n*per); gain > bestGain {
+				best, bestGain = j, gain
+			}
+		}
+		if best < 0 {
+			return dst, false // every path full
+		}
+		dst[best]++
+	}
+	return dst, true
 }
 
 // reason explains the decision from its options, best first, if someone

@@ -475,3 +475,68 @@ func TestEAFMoveByHand(t *testing.T) {
 	assert.Nil(t, to)
 	var _ intents.Mover = eaf
 }
+
+// A long round trip needs more connections to fill its path: a
+// connection carries one object per round trip and transfer. By hand, for
+// 100 kB objects: on 20 ms / 6 Mbit/s (750 kB/s) one connection carries
+// 100 kB / (20 ms + 133 ms) = 652 kB/s, so a second adds 98 kB/s; on
+// 200 ms / 20 Mbit/s (2.5 MB/s) each carries 100 kB / (200 ms + 40 ms) =
+// 417 kB/s, and six fill it. Of six connections the short path gets one.
+func TestEAFGivesALongPathTheConnectionsThatFillIt(t *testing.T) {
+	models := []pathModel{
+		{rtt: 0.02, cap: 750e3},
+		{rtt: 0.2, cap: 2.5e6},
+	}
+	models[0].active = 5
+	shares, scarce := connShares(models, 100e3, nil)
+	assert.Equal(t, []int{1, 5}, shares)
+	assert.True(t, scarce)
+	// Small objects: a connection carries 10 kB per 33 ms on the short
+	// path (300 kB/s: two and a half fill it), per 204 ms on the long one
+	// (49 kB/s): the short path's first three each add more.
+	shares, _ = connShares(models, 10e3, nil)
+	assert.Equal(t, []int{3, 3}, shares)
+	// Connections beyond what fills both paths are not assigned.
+	models[0].active = 20
+	shares, scarce = connShares(models, 100e3, nil)
+	assert.Equal(t, []int{2, 6}, shares)
+	assert.False(t, scarce)
+
+	choose := func(p2Pending int64, p2Active int) string {
+		p1 := &intents.Path{Name: "p1", Up: true, Prior: intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 6e6, Pending: 100_000, Active: 2}}
+		p2 := &intents.Path{Name: "p2", Up: true, Prior: intents.Estimate{RTT: 200 * time.Millisecond, Bandwidth: 20e6, Pending: p2Pending, Active: p2Active}}
+		req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 100_000}, Paths: []*intents.Path{p1, p2}, Queued: 3_000_000}
+		var d intents.Decision
+		(&EAF{}).Decide(req, &d)
+		require.NotEmpty(t, d.Choices)
+		return d.Choices[0].Path.Name
+	}
+	// p2 would carry 400 of 500 kB in flight, 80 %, more than its 77 % of
+	// the capacity: by bytes it has its share, but three of its five.
+	assert.Equal(t, "p2", choose(300_000, 3), "p2 has 3 of the 6 connections that fill it")
+	assert.Equal(t, "p1", choose(600_000, 6), "p2 has its six: by bytes (700 of 800 kB), more than its share")
+}
+
+// With requests queued, a response moves to a path that holds fewer
+// connections than fill it, though the destination has one there: the
+// queue would give that path its connections only as this path's slow
+// transfers end. Here six 100 kB responses share 2 Mbit/s at 50 ms while
+// 20 Mbit/s at 200 ms has one connection and takes six 90 kB transfers at
+// a time to fill (90 kB / (200 ms + 36 ms) = 381 kB/s each).
+func TestEAFMovesToAPathShortOfConnections(t *testing.T) {
+	p1 := &intents.Path{Name: "p1", Up: true, Prior: intents.Estimate{RTT: 50 * time.Millisecond, Bandwidth: 2e6, Pending: 540_000, Active: 6}}
+	p2 := &intents.Path{Name: "p2", Up: true, Prior: intents.Estimate{RTT: 200 * time.Millisecond, Bandwidth: 20e6, Pending: 100_000, Active: 1}}
+	from := intents.Candidate{ID: 3, Path: p1, InFlight: 1, Pending: 90_000, BytesIn: 10_000, Rate: 333_333}
+	req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 90_000}, Paths: []*intents.Path{p1, p2}, Explain: true,
+		Candidates: []intents.Candidate{from, {ID: 7, Path: p2, InFlight: 1, Pending: 100_000}}, Queued: 2_000_000}
+	to, why := (&EAF{}).Move(req, &from)
+	assert.Equal(t, p2, to, why)
+	assert.Contains(t, why, "moves: p2 new")
+
+	// p2 holding the six that fill it: the queue's next requests go there
+	// as they come; this one stays.
+	p2.Prior.Active, p2.Prior.Pending = 6, 600_000
+	to, why = (&EAF{}).Move(req, &from)
+	assert.Nil(t, to, why)
+	assert.Contains(t, why, "its share of the connections")
+}
