@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/iotest"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -333,6 +334,49 @@ func TestCountingBodySamplesOnlyAfterTheFirstRead(t *testing.T) {
 	assert.Zero(t, read(strings.NewReader(strings.Repeat("x", 1000))).MaxRate, "1 kB in one read: no sample")
 	// 100 kB in reads of 16 kB: a sample of what came after the first.
 	assert.Positive(t, read(iotest.HalfReader(strings.NewReader(strings.Repeat("x", 100_000)))).MaxRate)
+}
+
+// pacedReader returns chunk bytes every interval, as a slow path delivers
+// a body (in a synctest bubble its sleeps are the fake clock's).
+type pacedReader struct {
+	chunk    int
+	interval time.Duration
+}
+
+func (r pacedReader) Read(p []byte) (int, error) {
+	time.Sleep(r.interval)
+	return min(len(p), r.chunk), nil
+}
+
+// A body still arriving tells its path's estimates what it has seen, once
+// it has been arriving for a few round trips: a page's first responses on
+// a slow path take seconds, and its capacity is a guess until then. By
+// hand: 16 kB every 80 ms is 1.6 Mbit/s; at 50 ms a round, slow start
+// would have brought the 48 kB after the first read in 2 rounds, 100 ms,
+// and they took 240 ms: the path held them back, so the rate is its
+// capacity.
+func TestCountingBodyTellsItsPathBeforeItEnds(t *testing.T) {
+	tr := &Transport{}
+	tr.init()
+	synctest.Test(t, func(t *testing.T) {
+		p := &Path{Name: "p", est: estimate.New(0, 0)}
+		p.est.AddRTT(50 * time.Millisecond)
+		cb := &countingBody{rc: io.NopCloser(pacedReader{chunk: 16_000, interval: 80 * time.Millisecond}), t: tr, e: &entry{path: p}, start: time.Now()}
+		buf := make([]byte, 16_000)
+		read := func(n int) {
+			for range n {
+				_, err := cb.Read(buf)
+				require.NoError(t, err)
+			}
+		}
+		read(3) // 160 ms since the first read: too soon to tell
+		assert.Zero(t, p.est.Snapshot().MaxRate)
+		read(1)
+		s := p.est.Snapshot()
+		assert.True(t, s.CapacityShown, "held back by the path")
+		assert.InDelta(t, 1.6e6, s.MaxRate, 1e3)
+		require.NoError(t, cb.Close())
+	})
 }
 
 // Without a size hint, a request expects what the last response to its URL
