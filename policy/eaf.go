@@ -266,11 +266,12 @@ func (e *EAF) options(req *intents.Request, models []pathModel, opts []option) [
 // fill it while every connection would add throughput somewhere (see
 // connShares); where there are connections to spare, when its bytes in
 // flight, this object's included, are no larger a part of all bytes in
-// flight than its capacity is of the paths' (an idle path always is). Arriving earliest on the
-// busy path, the object would only push the queue's end further out while
-// the other path carries less than it could; and with the page's requests
-// spread so, each path's connections keep busy until the end. Only
-// objects that would load the best path's capacity move (see below).
+// flight than its capacity is of the paths' (an idle path always is).
+// Arriving earliest on the busy path, the object would only push the
+// queue's end further out while the other path carries less than it
+// could; and with the page's requests spread so, each path's connections
+// keep busy until the end. Only objects that would load the best path's
+// capacity move (see below).
 func (e *EAF) idleFirst(req *intents.Request, models []pathModel, opts []option) []option {
 	if req.Queued <= 0 || len(opts) < 2 || req.Intents.SizeToBeReceived <= 0 {
 		return opts

@@ -358,17 +358,24 @@ func TestEAFCountsRequestsWaitingForAConnection(t *testing.T) {
 // one at a time to whichever path is idle.
 func TestEAFSpreadsAQueueByCapacityShare(t *testing.T) {
 	choose := func(p2Pending int64, p2Active int) string {
-		p1 := &intents.Path{Name: "p1", Up: true, Prior: intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 12e6, Pending: 500_000, Active: 5}}
-		p2 := &intents.Path{Name: "p2", Up: true, Prior: intents.Estimate{RTT: 100 * time.Millisecond, Bandwidth: 5e6, Pending: p2Pending, Active: p2Active}}
-		req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 100_000}, Paths: []*intents.Path{p1, p2}, Queued: 2_500_000}
-		var d intents.Decision
-		(&EAF{}).Decide(req, &d)
-		require.NotEmpty(t, d.Choices)
-		return d.Choices[0].Path.Name
+		return queuedChoice(t, intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 12e6, Pending: 500_000, Active: 5},
+			intents.Estimate{RTT: 100 * time.Millisecond, Bandwidth: 5e6, Pending: p2Pending, Active: p2Active}, 100_000, 2_500_000)
 	}
 	// p2's share: 5 / 17 of the capacity, 29 %.
 	assert.Equal(t, "p2", choose(100_000, 1), "p2 would carry 200 of 700 kB in flight, 29 %: its share")
 	assert.Equal(t, "p1", choose(200_000, 2), "p2 would carry 300 of 800 kB, 38 %: more than its share")
+}
+
+// queuedChoice is the path EAF sends a request of size bytes to first,
+// with queued bytes behind it, over paths p1 and p2 of these estimates.
+func queuedChoice(t *testing.T, e1, e2 intents.Estimate, size, queued int64) string {
+	t.Helper()
+	paths := []*intents.Path{{Name: "p1", Up: true, Prior: e1}, {Name: "p2", Up: true, Prior: e2}}
+	req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: size}, Paths: paths, Queued: queued}
+	var d intents.Decision
+	(&EAF{}).Decide(req, &d)
+	require.NotEmpty(t, d.Choices)
+	return d.Choices[0].Path.Name
 }
 
 // A path below its share gets a new connection, not a wait for its busy
@@ -503,13 +510,8 @@ func TestEAFGivesALongPathTheConnectionsThatFillIt(t *testing.T) {
 	assert.False(t, scarce)
 
 	choose := func(p2Pending int64, p2Active int) string {
-		p1 := &intents.Path{Name: "p1", Up: true, Prior: intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 6e6, Pending: 100_000, Active: 2}}
-		p2 := &intents.Path{Name: "p2", Up: true, Prior: intents.Estimate{RTT: 200 * time.Millisecond, Bandwidth: 20e6, Pending: p2Pending, Active: p2Active}}
-		req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 100_000}, Paths: []*intents.Path{p1, p2}, Queued: 3_000_000}
-		var d intents.Decision
-		(&EAF{}).Decide(req, &d)
-		require.NotEmpty(t, d.Choices)
-		return d.Choices[0].Path.Name
+		return queuedChoice(t, intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 6e6, Pending: 100_000, Active: 2},
+			intents.Estimate{RTT: 200 * time.Millisecond, Bandwidth: 20e6, Pending: p2Pending, Active: p2Active}, 100_000, 3_000_000)
 	}
 	// p2 would carry 400 of 500 kB in flight, 80 %, more than its 77 % of
 	// the capacity: by bytes it has its share, but three of its five.
