@@ -845,6 +845,7 @@ type countingBody struct {
 	sampleStart    atomic.Int64 // its time, Unix nanoseconds; 0 before it
 	pathDelivered0 atomic.Int64 // the path's delivered bytes then
 	lastSample     atomic.Int64 // Unix nanoseconds of the last interim sample
+	sampleSpan     atomic.Int64 // minRateSpan of its path, once looked up
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
@@ -914,13 +915,31 @@ func (b *countingBody) sampleSoFar() {
 	if now-b.lastSample.Load() < int64(interimSampleEvery) || now-from < int64(2*sampleInterval) {
 		return // cheap checks first: this runs on every Read
 	}
-	d := time.Duration(now - from)
-	if d < minRateSpan(b.e.path) {
+	// The span once per body: the path's estimate takes a lock and may
+	// allocate, and a long round trip's span is many Reads away.
+	span := b.sampleSpan.Load()
+	if span == 0 {
+		span = int64(minRateSpan(b.e.path))
+		b.sampleSpan.Store(span)
+	}
+	if now-from < span {
 		return
 	}
 	b.lastSample.Store(now)
-	pathBytes := b.e.path.delivered(0) - b.pathDelivered0.Load()
-	b.e.path.sampleTransfer(b.n.Load()-b.sampleFrom.Load(), pathBytes, d)
+	b.tellPath(b.n.Load(), time.Duration(now-from))
+}
+
+// tellPath gives the path's estimates the body's n bytes so far, over d
+// since its first Read, and what the path delivered meanwhile. An MPTCP
+// connection's bytes came over several paths: its own rate is all it
+// tells, and it is charged to its first path (a policy that uses MPTCP
+// learns nothing else about it).
+func (b *countingBody) tellPath(n int64, d time.Duration) {
+	pathBytes := int64(0)
+	if !b.e.mptcp {
+		pathBytes = b.e.path.delivered(0) - b.pathDelivered0.Load()
+	}
+	b.e.path.sampleTransfer(n-b.sampleFrom.Load(), pathBytes, d)
 }
 
 func (b *countingBody) Close() error {
@@ -938,14 +957,7 @@ func (b *countingBody) finish() {
 	d := now.Sub(b.start)
 	n := b.n.Load()
 	if from := b.sampleStart.Load(); from != 0 {
-		// An MPTCP connection's bytes came over several paths: its own rate
-		// is all it tells, and it is charged to its first path (a policy
-		// that uses MPTCP learns nothing else about it).
-		pathBytes := int64(0)
-		if !b.e.mptcp {
-			pathBytes = b.e.path.delivered(0) - b.pathDelivered0.Load()
-		}
-		b.e.path.sampleTransfer(n-b.sampleFrom.Load(), pathBytes, now.Sub(time.Unix(0, from)))
+		b.tellPath(n, now.Sub(time.Unix(0, from)))
 	}
 	pc := b.t.counters(b.e.path)
 	pc.bytesReceived.Add(n)

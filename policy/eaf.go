@@ -293,6 +293,15 @@ func (e *EAF) idleFirst(req *intents.Request, models []pathModel, opts []option)
 		}
 		return o.choice.Path
 	}
+	// An object smaller than the best path's bandwidth-delay product costs
+	// it round trips, not capacity: sent elsewhere it would spare the busy
+	// path next to nothing and hold one of the host's few connections for
+	// the idle path's longer set-up and transfer.
+	if i := slices.Index(req.Paths, pathOf(opts[0])); i >= 0 {
+		if best := models[i]; size < best.cap*best.rtt {
+			return opts
+		}
+	}
 	var abuf [16]int
 	conns, scarce := connShares(models, size, abuf[:0])
 	belowShare := func(p *intents.Path) bool {
@@ -308,15 +317,6 @@ func (e *EAF) idleFirst(req *intents.Request, models []pathModel, opts []option)
 			return false // another path needs this connection more
 		}
 		return pm.pending <= 0 || (pm.pending+size)/(load+size) <= pm.cap/capacity
-	}
-	// An object smaller than the best path's bandwidth-delay product costs
-	// it round trips, not capacity: sent elsewhere it would spare the busy
-	// path next to nothing and hold one of the host's few connections for
-	// the idle path's longer set-up and transfer.
-	if i := slices.Index(req.Paths, pathOf(opts[0])); i >= 0 {
-		if best := models[i]; size < best.cap*best.rtt {
-			return opts
-		}
 	}
 	end := max(opts[0].at, seconds(rtt+(load+float64(req.Queued)+size)/capacity))
 	for i, o := range opts {
