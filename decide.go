@@ -304,6 +304,10 @@ type DecisionInfo struct {
 	// decision is whether to move it (see Mover): Choices then hold the
 	// new connection it moves to, or nothing if it stays.
 	Moving *Candidate
+	// SplitPart, with Moving and a choice, is the number of the
+	// response's last bytes fetched on the chosen path while the first
+	// ones keep arriving on Moving (see Splitter); 0 for a move.
+	SplitPart int64
 }
 
 type traceKey struct{}

@@ -67,23 +67,33 @@ func (m *Manager) mover() Mover {
 
 // moveTarget asks the policy whether the response arriving on from, with
 // in.SizeToBeReceived bytes still to come, should move, and where to: nil
-// to stay. It returns the paths the request may use too.
-func (m *Manager) moveTarget(ctx context.Context, in *Intents, dest Destination, cands []Candidate, queued int64, from uint64) (*Path, []*Path) {
+// to stay. If it stays and splittable says its rest could be split, a
+// Splitter is asked too: part > 0 then says to fetch the last part bytes
+// on to. It returns the paths the request may use too.
+func (m *Manager) moveTarget(ctx context.Context, in *Intents, dest Destination, cands []Candidate, queued int64, from uint64, splittable bool) (to *Path, part int64, permitted []*Path) {
 	mv := m.mover()
 	if mv == nil {
-		return nil, nil
+		return nil, 0, nil
 	}
 	permitted, excl := permit(in, m.Paths(), networkFamily(dest.Network), false)
 	shown := slices.DeleteFunc(cands, func(c Candidate) bool { return c.Path == nil || !slices.Contains(permitted, c.Path) })
 	i := slices.IndexFunc(shown, func(c Candidate) bool { return c.ID == from })
 	if i < 0 || len(permitted) < 2 {
-		return nil, nil // its path is no longer permitted (gone down, say), or there is nowhere else
+		return nil, 0, nil // its path is no longer permitted (gone down, say), or there is nowhere else
 	}
 	trace := decisionTrace(ctx, m)
 	req := Request{Intents: *in, Dest: dest, Paths: permitted, Candidates: shown, Queued: queued, Explain: trace != nil}
 	to, reason := mv.Move(&req, &shown[i])
 	if to == shown[i].Path || !slices.Contains(permitted, to) {
 		to = nil
+	}
+	if sp, ok := mv.(Splitter); ok && to == nil && splittable {
+		var why string
+		to, part, why = sp.Split(&req, &shown[i])
+		reason += "; " + why
+		if part = splitPartOf(part, in.SizeToBeReceived); part == 0 || to == shown[i].Path || !slices.Contains(permitted, to) {
+			to, part = nil, 0
+		}
 	}
 	if trace != nil {
 		var choices []Choice
@@ -92,9 +102,9 @@ func (m *Manager) moveTarget(ctx context.Context, in *Intents, dest Destination,
 		}
 		moving := shown[i]
 		trace(DecisionInfo{Intents: *in, SizeSource: SizeFromResponse, Dest: dest, Permitted: permitted, Excluded: excl,
-			Candidates: slices.Clone(shown), Choices: choices, Reason: reason, Moving: &moving})
+			Candidates: slices.Clone(shown), Choices: choices, Reason: reason, Moving: &moving, SplitPart: part})
 	}
-	return to, permitted
+	return to, part, permitted
 }
 
 // candidatesOf is the pool's connections to key as a policy sees them,
@@ -177,10 +187,11 @@ func multiplexed(e *entry) bool {
 
 // moveTo asks the policy whether the rest of a response, left bytes on e,
 // should move, and if so takes e's place for the new connection: the
-// context to send the moved request with.
+// context to send the moved request with. If the policy splits the rest
+// instead (splittable: see Splitter), split says where to and how much.
 // rate is the rate the response has arrived at so far, in bits/s (see
 // Candidate.Rate).
-func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate int64) (context.Context, bool) {
+func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate int64, splittable bool) (mctx context.Context, moved bool, split splitPlan) {
 	mc.next = time.Now().Add(moveCheckInterval)
 	if multiplexed(e) && e.c.inFlight() > 1 {
 		// A stream among others: its rate is a share of the connection's,
@@ -188,7 +199,7 @@ func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate int64) (co
 		// guesses about the others (tried: the pages loaded 10-60 % slower
 		// or faster by the preset, no better on the whole). Alone on its
 		// connection it is weighed as an HTTP/1 response is.
-		return nil, false
+		return nil, false, splitPlan{}
 	}
 	left = min(left, maxSizeEstimate) // a server's number: it bounds nothing of ours
 	in := mc.in
@@ -199,28 +210,32 @@ func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate int64) (co
 			cands[i].Rate = rate
 		}
 	}
-	to, permitted := mc.t.Manager.moveTarget(ctx, &in, mc.dest, cands, queued, e.id)
-	if to == nil {
-		return nil, false
+	to, part, permitted := mc.t.Manager.moveTarget(ctx, &in, mc.dest, cands, queued, e.id, splittable && !multiplexed(e))
+	switch {
+	case to == nil:
+		return nil, false, splitPlan{}
+	case part > 0:
+		mc.t.counters(e.path).split.Add(1)
+		return nil, false, splitPlan{to: to, part: part}
 	}
 	if multiplexed(e) {
 		// Its stream ends, the connection stays for the others: the
 		// request goes to a connection on to, as the policy decides there.
 		mc.t.counters(e.path).moved.Add(1)
-		return context.WithValue(ctx, moveSlotKey{}, &moveTicket{onto: to}), true
+		return context.WithValue(ctx, moveSlotKey{}, &moveTicket{onto: to}), true, splitPlan{}
 	}
 	if mc.t.core.moveOnto(e, to) {
 		// A free connection there (a page's tail): the request goes to it,
 		// as the policy decides on that path.
 		mc.t.counters(e.path).moved.Add(1)
-		return context.WithValue(ctx, moveSlotKey{}, &moveTicket{onto: to}), true
+		return context.WithValue(ctx, moveSlotKey{}, &moveTicket{onto: to}), true, splitPlan{}
 	}
 	s, ok := mc.t.core.moveSlot(e, mc.dest, to, permitted, left)
 	if !ok {
-		return nil, false
+		return nil, false, splitPlan{}
 	}
 	mc.t.counters(e.path).moved.Add(1)
-	return context.WithValue(ctx, moveSlotKey{}, &moveTicket{slot: s}), true
+	return context.WithValue(ctx, moveSlotKey{}, &moveTicket{slot: s}), true, splitPlan{}
 }
 
 // body is cb or, where the rest of the response can be had with a range

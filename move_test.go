@@ -69,11 +69,18 @@ func (s *scriptedMover) moves() []string {
 // books): requests go to move.test.
 func movePaths(t *testing.T, srv *httptest.Server) (*Transport, *scriptedMover, string) {
 	t.Helper()
+	return movePathsWith(t, srv, func(m *scriptedMover) Policy { return m })
+}
+
+// movePathsWith is movePaths with the policy that policy makes of the
+// scriptedMover.
+func movePathsWith(t *testing.T, srv *httptest.Server, policy func(*scriptedMover) Policy) (*Transport, *scriptedMover, string) {
+	t.Helper()
 	p1 := &Path{Name: "p1", Up: true, Type: TypeWifi, Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.1")}}
 	p2 := &Path{Name: "p2", Up: true, Type: TypeCellular, Addrs: []netip.Addr{netip.MustParseAddr("198.51.100.1")}}
 	mover := &scriptedMover{first: p1}
 	mover.to.Store(p2)
-	m := loManager(t, mover)
+	m := loManager(t, policy(mover))
 	paths := []*Path{p1, p2}
 	m.paths.Store(&paths)
 	addr := srv.Listener.Addr().String()

@@ -55,6 +55,28 @@ type Mover interface {
 	Move(req *Request, from *Candidate) (to *Path, reason string)
 }
 
+// A Splitter is a Mover that may also share the rest of a response with
+// another path instead of moving all of it: the last part bytes are asked
+// for there with a range request while the first ones keep arriving where
+// they are, and once those are in the connection they came on closes (the
+// server is sending the rest there too). At a page's tail one path is
+// often done while a transfer on another still owes much: a move would
+// leave the first path idle and lose what is on its way, a split keeps
+// both carrying. The Transport asks Split when Move keeps a response where
+// it is, at most once per response, on the responses a Mover could move
+// (HTTP/1, a strong validator, byte ranges accepted). The part is fetched
+// into memory (at most 4 MiB) while the first bytes are read; if its
+// answer has not begun by the time they are in (or is not a part of the
+// same version), it is abandoned and the response arrives whole where it
+// was.
+type Splitter interface {
+	Mover
+	// Split returns the path to fetch the last part bytes of the response
+	// over, or nil to keep it whole, and why. req and from are as for
+	// Move: Intents.SizeToBeReceived is what the response still owes.
+	Split(req *Request, from *Candidate) (to *Path, part int64, reason string)
+}
+
 // PolicyFunc adapts a function to the Policy interface.
 type PolicyFunc func(req *Request, d *Decision)
 

@@ -142,6 +142,8 @@ type Transport struct {
 
 	altSvc altSvcCache // HTTP/3 alternatives by origin
 	tlsH3  *tls.Config // template of HTTP/3 connections' TLS settings
+
+	testHookSplitRead func(got int64) // called as a split part's answer begins (0) and as its bytes arrive (see Splitter)
 }
 
 // origin is where a request URL goes, as the pool keys it.
@@ -248,6 +250,9 @@ type TransportPathStats struct {
 	// Moved counts the responses moved away from this path, to be fetched
 	// on another (see Mover).
 	Moved int64
+	// Split counts the responses arriving on this path whose last part
+	// was asked for on another (see Splitter).
+	Split int64
 }
 
 // stdTransport is http.DefaultTransport as this package found it: a
@@ -722,7 +727,7 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 				if cl := resp.ContentLength; cl >= 2*predicted && cl-predicted >= moveMinBytes {
 					// Placed as a far smaller object: the caller has none of
 					// it yet, so it is sent again, whole, if it moves.
-					if mctx, ok := mc.moveTo(ctx, e, expect, 0); ok {
+					if mctx, ok, _ := mc.moveTo(ctx, e, expect, 0, false); ok {
 						e.addPending(-expect)
 						resp.Body.Close()
 						in.SizeToBeReceived = expect
@@ -760,7 +765,7 @@ func closeBody(req *http.Request) {
 
 // pathCounters are a Transport's counts on one path.
 type pathCounters struct {
-	requests, bytesReceived, receiveNanos, moved atomic.Int64
+	requests, bytesReceived, receiveNanos, moved, split atomic.Int64
 }
 
 // counters returns p's counters: a lookup without a lock on every request.
@@ -799,7 +804,7 @@ func (t *Transport) Stats() map[string]TransportPathStats {
 	out := make(map[string]TransportPathStats, len(counted))
 	for name, pc := range counted {
 		out[name] = TransportPathStats{PathStats: pool[name], Requests: pc.requests.Load(),
-			BytesReceived: pc.bytesReceived.Load(), ReceiveTime: time.Duration(pc.receiveNanos.Load()), Moved: pc.moved.Load()}
+			BytesReceived: pc.bytesReceived.Load(), ReceiveTime: time.Duration(pc.receiveNanos.Load()), Moved: pc.moved.Load(), Split: pc.split.Load()}
 	}
 	for name, ps := range pool {
 		if _, ok := out[name]; !ok {
@@ -865,17 +870,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 			b.sampleSoFar()
 		}
 	}
-	for {
-		owed := b.expect.Load()
-		dec := min(int64(n), owed)
-		if dec <= 0 {
-			break
-		}
-		if b.expect.CompareAndSwap(owed, owed-dec) {
-			b.e.addPending(-dec)
-			break
-		}
-	}
+	b.forgo(int64(n))
 	if err != nil {
 		if err == io.EOF && b.sizeOf != nil && !b.done.Load() {
 			b.sizeOf(total)
@@ -883,6 +878,22 @@ func (b *countingBody) Read(p []byte) (int, error) {
 		b.finish()
 	}
 	return n, b.e.pathErr(err)
+}
+
+// forgo takes up to n bytes off what the body still owes its connection
+// (and its path's backlog): they arrived, or come another way.
+func (b *countingBody) forgo(n int64) {
+	for {
+		owed := b.expect.Load()
+		dec := min(n, owed)
+		if dec <= 0 {
+			return
+		}
+		if b.expect.CompareAndSwap(owed, owed-dec) {
+			b.e.addPending(-dec)
+			return
+		}
+	}
 }
 
 // rate is the rate in bits/s the body has arrived at since its first Read

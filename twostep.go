@@ -125,6 +125,11 @@ type resumingBody struct {
 	// never again.
 	move *moveCheck
 	cb   *countingBody
+	// split, while set, is the last part of the range, asked for on
+	// another path (see Splitter); end is then the first part's last
+	// byte. A body is split at most once (splitOnce).
+	split     *splitPart
+	splitOnce bool
 	// ctx carries the requests for the rest; Close cancels it, so that a
 	// Read waiting for one returns.
 	ctx  context.Context
@@ -164,15 +169,29 @@ func (b *resumingBody) setBody(rc io.ReadCloser) bool {
 
 func (b *resumingBody) Read(p []byte) (int, error) {
 	for {
+		if b.split != nil {
+			if b.pos > b.end && !b.takeSplit() {
+				return 0, errBodyClosed
+			} else if left := b.end - b.pos + 1; left > 0 && int64(len(p)) > left {
+				p = p[:left] // the first part's connection carries the rest too
+			}
+		}
 		n, err := b.body().Read(p)
 		b.pos += int64(n)
+		if b.split != nil && b.pos > b.end && errors.Is(err, io.EOF) {
+			// The end of a resumed first part: the split part follows.
+			if err = nil; n == 0 {
+				continue
+			}
+		}
 		if err == nil {
 			if b.move != nil && n > 0 {
 				b.maybeMove()
 			}
 			return n, nil
 		}
-		if errors.Is(err, io.EOF) || !b.onDown || !errors.Is(err, ErrPathDown) || b.pos > b.end {
+		again := b.onDown && errors.Is(err, ErrPathDown) || errors.Is(err, errSplitPart)
+		if errors.Is(err, io.EOF) || !again || b.pos > b.end {
 			if errors.Is(err, io.EOF) {
 				b.stop() // nothing more to ask for
 			}
@@ -200,7 +219,12 @@ func (b *resumingBody) maybeMove() {
 		return
 	}
 	e := b.cb.e
-	ctx, ok := b.move.moveTo(b.ctx, e, left, b.cb.rate(now, minRateSpan(e.path)))
+	splittable := !b.splitOnce && b.body() == io.ReadCloser(b.cb)
+	ctx, ok, split := b.move.moveTo(b.ctx, e, left, b.cb.rate(now, minRateSpan(e.path)), splittable)
+	if split.to != nil {
+		b.startSplit(split) // the first part may still move, as a whole response would
+		return
+	}
 	if !ok {
 		return
 	}

@@ -99,19 +99,7 @@ func (e *EAF) Move(req *intents.Request, from *intents.Candidate) (*intents.Path
 	var mbuf [16]pathModel
 	models := e.models(req.Paths, mbuf[:0])
 	here := &models[i]
-	if from.Rate > 0 {
-		// Its fair share of the path's capacity; a measured capacity
-		// bounds it, as a connection that started first got more than
-		// its share.
-		c := float64(from.Rate) / 8 * max(here.active, 1)
-		if here.measured {
-			c = min(c, here.cap)
-		}
-		here.cap, here.free, here.measured = c, c, true
-	}
-	others := *here
-	others.pending = max(here.pending-float64(from.Pending), 0)
-	others.active = max(here.active-1, 0)
+	others := arriving(here, from)
 	stay := others.shared(size, here.transfer(size, here.iw+float64(from.BytesIn)))
 	// A path's share of the connections is by its capacity; one whose
 	// capacity is still a guess is counted as fast as this one, not
@@ -200,6 +188,114 @@ func (e *EAF) Move(req *intents.Request, from *intents.Candidate) (*intents.Path
 		" vs " + from.Path.Name + " #" + strconv.FormatUint(from.ID, 10) + " " + seconds(stay).Round(time.Millisecond).String() +
 		" at " + strconv.FormatFloat(here.cap*8/1e6, 'f', 1, 64) + " Mbit/s" +
 		" (" + strconv.FormatInt(req.Intents.SizeToBeReceived, 10) + " B to come)"
+}
+
+// arriving sets the model of the path a response arrives on (here) by the
+// rate it has been arriving at, and returns the path as the transfers
+// beside it see it (the backlog the response shares the path with).
+func arriving(here *pathModel, from *intents.Candidate) pathModel {
+	if from.Rate > 0 {
+		// Its fair share of the path's capacity; a measured capacity
+		// bounds it, as a connection that started first got more than
+		// its share.
+		c := float64(from.Rate) / 8 * max(here.active, 1)
+		if here.measured {
+			c = min(c, here.cap)
+		}
+		here.cap, here.free, here.measured = c, c, true
+	}
+	others := *here
+	others.pending = max(here.pending-float64(from.Pending), 0)
+	others.active = max(here.active-1, 0)
+	return others
+}
+
+// splitMargin is how much sooner the two parts of a split response must
+// be predicted to be in than the whole where it is: the model errs, and a
+// split costs a request, and the bytes on their way beyond the first part
+// when its connection closes.
+const splitMargin = 0.2
+
+// Split implements intents.Splitter: at a page's tail (no requests queued
+// for the destination) the last part of a response goes to a path with
+// no transfers in progress if both parts, the first where it is and the
+// last there, would be in sooner by more than a fifth than the whole
+// where it is, at the rate it has been arriving at (Candidate.Rate: not
+// before that is known). The part is the one that makes both arrive together: over
+// an idle connection the destination has there (a round trip, with the
+// window its transfers grew), or a new one, set-up included. While
+// requests queue, a path's connections get those; a busy path's
+// transfers would share their capacity with the part (measured: pages of
+// four 1 MB objects 7 % slower when parts went to busy paths).
+func (e *EAF) Split(req *intents.Request, from *intents.Candidate) (*intents.Path, int64, string) {
+	size := float64(req.Intents.SizeToBeReceived)
+	i := slices.Index(req.Paths, from.Path)
+	switch {
+	case i < 0 || size <= 0 || len(req.Paths) < 2:
+		return nil, 0, "eaf: whole (nothing to weigh)"
+	case req.Queued > 0:
+		return nil, 0, "eaf: whole (requests queued: the other paths' connections take those)"
+	case from.Rate <= 0:
+		// The first part's time is the split's other half: on a guessed
+		// capacity a slow path's first part took 4.9 s of a 2 MB object
+		// that a move, asked later, brought in under 2 s.
+		return nil, 0, "eaf: whole (its rate is not known yet)"
+	}
+	var mbuf [16]pathModel
+	models := e.models(req.Paths, mbuf[:0])
+	here := &models[i]
+	others := arriving(here, from)
+	window := here.iw + float64(from.BytesIn)
+	stayFor := func(n float64) float64 { return others.shared(n, here.transfer(n, window)) }
+	stay := stayFor(size)
+	best, bestPart, bestAt := -1, 0.0, 0.0
+	for j := range models {
+		if j == i || models[j].active > 0 {
+			continue // a busy path's transfers would only share their capacity with the part
+		}
+		pm := models[j]
+		thereFor := func(n float64) float64 {
+			at := e.setupRTTs(true, req.Dest.TLS)*pm.rtt + pm.shared(n, pm.transfer(n, pm.iw))
+			for k := range req.Candidates {
+				if c := &req.Candidates[k]; c.Path == req.Paths[j] && c.Available > 0 && c.InFlight == 0 {
+					at = min(at, e.reuse(pm, c, n))
+				}
+			}
+			return at
+		}
+		// Where the first part's time, falling as the part grows, meets
+		// the part's, rising.
+		lo, hi := 0.0, size
+		for range 40 {
+			mid := (lo + hi) / 2
+			if stayFor(size-mid) > thereFor(mid) {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		if at := max(stayFor(size-hi), thereFor(hi)); best < 0 || at < bestAt {
+			best, bestPart, bestAt = j, hi, at
+		}
+	}
+	if best < 0 {
+		return nil, 0, "eaf: whole (no other path is idle)"
+	}
+	if bestAt >= stay*(1-splitMargin) {
+		if !req.Explain {
+			return nil, 0, "eaf"
+		}
+		return nil, 0, "eaf: whole: " + from.Path.Name + " #" + strconv.FormatUint(from.ID, 10) + " predicted " +
+			seconds(stay).Round(time.Millisecond).String() + ", split at best " + seconds(bestAt).Round(time.Millisecond).String()
+	}
+	part := int64(bestPart)
+	if !req.Explain {
+		return req.Paths[best], part, "eaf"
+	}
+	return req.Paths[best], part, "eaf: splits: the last " + strconv.FormatInt(part, 10) + " B on " + req.Paths[best].Name +
+		", both parts predicted " + seconds(bestAt).Round(time.Millisecond).String() + " vs " + from.Path.Name + " #" +
+		strconv.FormatUint(from.ID, 10) + " " + seconds(stay).Round(time.Millisecond).String() + " whole (" +
+		strconv.FormatInt(req.Intents.SizeToBeReceived, 10) + " B to come)"
 }
 
 // hasConn reports whether req's destination has a connection on p.

@@ -542,3 +542,52 @@ func TestEAFMovesToAPathShortOfConnections(t *testing.T) {
 	assert.Nil(t, to, why)
 	assert.Contains(t, why, "its share of the connections")
 }
+
+// At a page's tail a response's last part goes to another path's idle
+// connection, sized so that both parts arrive together (by hand: 2 MB to
+// come at 1.5 MB/s here, 1.33 s; over the 100 ms, 625 kB/s path's warm
+// connection the last k bytes take 0.1 s + k / 625 kB/s, the first
+// (2 MB - k) / 1.5 MB/s: equal at k = 544 kB, both in by 0.971 s).
+func TestEAFSplitsATailAcrossAnIdlePath(t *testing.T) {
+	p1 := &intents.Path{Name: "p1", Up: true, Prior: intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 12e6, Pending: 2_000_000, Active: 1}}
+	p2 := &intents.Path{Name: "p2", Up: true, Prior: intents.Estimate{RTT: 100 * time.Millisecond, Bandwidth: 5e6}}
+	from := intents.Candidate{ID: 1, Path: p1, InFlight: 1, Pending: 2_000_000, BytesIn: 1_000_000, Rate: 12e6}
+	idle := intents.Candidate{ID: 2, Path: p2, Available: 1, BytesIn: 1_000_000}
+	split := func(queued int64, size int64, cands ...intents.Candidate) (*intents.Path, int64, string) {
+		req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: size}, Paths: []*intents.Path{p1, p2}, Explain: true,
+			Candidates: append([]intents.Candidate{from}, cands...), Queued: queued}
+		return (&EAF{}).Split(req, &from)
+	}
+	to, part, why := split(0, 2_000_000, idle)
+	assert.Equal(t, p2, to, why)
+	assert.InDelta(t, 544_000, part, 2_000, why)
+	assert.Contains(t, why, "both parts predicted 971ms vs p1 #1 1.333s whole")
+
+	// A new connection there costs its set-up and slow start: a smaller part.
+	to, fresh, why := split(0, 2_000_000)
+	assert.Equal(t, p2, to, why)
+	assert.Less(t, fresh, part, why)
+	assert.Positive(t, fresh, why)
+
+	to, _, why = split(100_000, 2_000_000, idle)
+	assert.Nil(t, to, "requests queued: they take p2's connection")
+	assert.Contains(t, why, "requests queued")
+
+	rate := from.Rate
+	from.Rate = 0
+	to, _, why = split(0, 2_000_000, idle)
+	assert.Nil(t, to, "the first part's time is not known")
+	assert.Contains(t, why, "its rate is not known yet")
+	from.Rate = rate
+
+	p2.Prior.Active, p2.Prior.Pending = 1, 500_000
+	to, _, why = split(0, 2_000_000, idle)
+	assert.Nil(t, to, "p2 busy: its transfer would share its capacity with the part")
+	assert.Contains(t, why, "no other path is idle")
+	p2.Prior.Active, p2.Prior.Pending = 0, 0
+
+	// 100 kB to come: 67 ms here, and a round trip there alone is 100 ms.
+	to, _, why = split(0, 100_000, idle)
+	assert.Nil(t, to, why)
+	assert.Contains(t, why, "whole: p1 #1 predicted 67ms, split at best")
+}

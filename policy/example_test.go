@@ -27,3 +27,23 @@ func ExampleEAF_Move() {
 	// wwan0
 	// eaf: moves: wwan0 new predicted 814ms vs wlan0 #3 4.8s at 10.0 Mbit/s (1000000 B to come)
 }
+
+// At a page's tail the Transport asks EAF whether to share a response's
+// rest with another path (see intents.Splitter). Here 4 MB still come at
+// 6 Mbit/s on the one busy path, and the other path, as fast and as near,
+// carries nothing: its new connection takes the last part, and both
+// parts arrive in about half the time.
+func ExampleEAF_Split() {
+	wlan := &intents.Path{Name: "wlan0", Up: true,
+		Prior: intents.Estimate{RTT: 50 * time.Millisecond, Bandwidth: 6e6, Pending: 4e6, Active: 1}}
+	wwan := &intents.Path{Name: "wwan0", Up: true, Prior: intents.Estimate{RTT: 50 * time.Millisecond, Bandwidth: 6e6}}
+	from := intents.Candidate{ID: 1, Path: wlan, InFlight: 1, Pending: 4e6, BytesIn: 1e6, Rate: 6e6}
+	req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 4e6}, Paths: []*intents.Path{wlan, wwan},
+		Candidates: []intents.Candidate{from}, Explain: true}
+	to, part, why := (&policy.EAF{}).Split(req, &req.Candidates[0])
+	fmt.Println(to.Name, part)
+	fmt.Println(why)
+	// Output:
+	// wwan0 1946720
+	// eaf: splits: the last 1946720 B on wwan0, both parts predicted 2.738s vs wlan0 #1 5.333s whole (4000000 B to come)
+}

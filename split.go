@@ -1,0 +1,206 @@
+package intents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+)
+
+// Splitting a response between two paths (see Splitter): the last part of
+// its bytes is asked for on another path with a range request, and read
+// into memory there while the first part keeps arriving where it was. Once
+// the caller has read the first part, its connection closes (the server is
+// sending the rest on it too) and the part follows; if the part's answer
+// has not begun by then, it is abandoned and the response goes on whole
+// where it was, so a split never waits for a path that did not answer.
+
+const (
+	// minSplitPart: a smaller part arrives within a round trip or two
+	// wherever it is, and is not worth a request.
+	minSplitPart = 16 << 10
+	// maxSplitPart bounds the memory a split holds: the part waits there
+	// until the caller has read up to it.
+	maxSplitPart = 4 << 20
+)
+
+// splitPlan is a policy's split of a response: its last part bytes on to.
+type splitPlan struct {
+	to   *Path
+	part int64
+}
+
+// splitPartOf bounds a policy's part of a response with left bytes to
+// come to what is worth a request and what memory allows, leaving the
+// first part at least a byte: 0 if nothing is.
+func splitPartOf(part, left int64) int64 {
+	part = min(part, maxSplitPart, left-1)
+	if part < minSplitPart {
+		return 0
+	}
+	return part
+}
+
+// splitPart is the last bytes, first to last, of an object, fetched into
+// memory by its own goroutine (fetch) and read from there.
+type splitPart struct {
+	first, last int64
+	from        int64              // the byte the first part had reached when the part was asked for
+	stop        context.CancelFunc // ends the fetch
+	mu          sync.Mutex
+	cond        sync.Cond // signalled as bytes, the end or Close come
+	buf         []byte    // what arrived; cap is the part's size
+	read        int       // of buf, handed out
+	begun       bool      // its answer was a part of the same version
+	path        *Path     // what it came over, once begun
+	err         error     // how the fetch ended (io.EOF: whole); nil while it runs
+	closed      bool
+}
+
+// startSplit asks for the last plan.part bytes of b's range on plan.to,
+// and ends b's own range before them.
+func (b *resumingBody) startSplit(plan splitPlan) {
+	s := &splitPart{first: b.end - plan.part + 1, last: b.end, from: b.pos, buf: make([]byte, 0, plan.part)}
+	s.cond.L = &s.mu
+	ctx, stop := context.WithCancel(b.ctx)
+	s.stop = stop
+	in, _ := FromContext(ctx)
+	in = in.requiring(plan.to)
+	in.SizeToBeReceived = plan.part
+	rest := byteRange{first: s.first, last: s.last, total: b.total, v: b.v}
+	req := rest.request(WithIntents(ctx, in), b.req)
+	b.split, b.end, b.splitOnce = s, s.first-1, true
+	b.cb.forgo(plan.part) // its path's backlog: those bytes come another way
+	go s.fetch(b.t, req, rest)
+}
+
+// fetch asks for the part with req and reads it into s.buf.
+func (s *splitPart) fetch(t *Transport, req *http.Request, r byteRange) {
+	resp, err := t.roundTrip(req)
+	if err != nil {
+		s.end(err)
+		return
+	}
+	defer resp.Body.Close()
+	got, kind, err := r.check(resp)
+	if kind != answerPart {
+		if err == nil {
+			err = fmt.Errorf("intents: split part answered %s", resp.Status)
+		}
+		s.end(err)
+		return
+	}
+	s.mu.Lock()
+	s.begun, s.path = true, bodyPath(resp.Body)
+	s.mu.Unlock()
+	if t.testHookSplitRead != nil {
+		t.testHookSplitRead(0)
+	}
+	body := got.body(resp.Body) // exactly the part's bytes, or an error
+	chunk := make([]byte, min(32<<10, cap(s.buf)))
+	for {
+		n, err := body.Read(chunk)
+		s.mu.Lock()
+		s.buf = append(s.buf, chunk[:n]...)
+		got := len(s.buf)
+		if err != nil {
+			s.err = err
+		}
+		s.cond.Broadcast()
+		s.mu.Unlock()
+		if t.testHookSplitRead != nil && n > 0 {
+			t.testHookSplitRead(int64(got))
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// end records how the fetch ended, unless it ended already.
+func (s *splitPart) end(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
+
+// sooner reports whether the rest of the part, once the first part is
+// in, would arrive sooner from the part's fetch than from the first
+// part's connection, and over which path it comes: both have been
+// arriving since the part was asked for, so each one's bytes since then
+// are its rate (the part's set-up counted against it). A part whose
+// answer has not begun, or has failed, is not. got is what of the part
+// is in.
+func (s *splitPart) sooner() (sooner bool, path *Path, got int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	got = int64(len(s.buf))
+	if !s.begun || (s.err != nil && s.err != io.EOF) {
+		return false, s.path, got
+	}
+	part, first := s.last-s.first+1, s.first-s.from
+	// (part - got) / got < part / first, without dividing by zero.
+	return (part-got)*first < part*got, s.path, got
+}
+
+// Read hands out the part's bytes as they arrive. A fetch that fails once
+// begun fails with errSplitPart: the rest can be asked for again.
+func (s *splitPart) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.read == len(s.buf) && s.err == nil && !s.closed {
+		s.cond.Wait()
+	}
+	if s.closed {
+		return 0, errBodyClosed
+	}
+	if s.read < len(s.buf) {
+		n := copy(p, s.buf[s.read:])
+		s.read += n
+		return n, nil
+	}
+	if s.err == io.EOF {
+		return 0, io.EOF
+	}
+	return 0, fmt.Errorf("%w: %w", errSplitPart, s.err)
+}
+
+// Close ends the fetch and any Read waiting for it.
+func (s *splitPart) Close() error {
+	s.stop()
+	s.mu.Lock()
+	s.closed = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	return nil
+}
+
+// errSplitPart marks the failure of a split part's fetch once begun: the
+// bytes from there on can be asked for again.
+var errSplitPart = errors.New("intents: the split part's download failed")
+
+// takeSplit turns b from the first part, all read, to the split part if
+// that would have the rest sooner (see splitPart.sooner): the first
+// part's connection then closes and the part follows. If not (its answer
+// has not begun, say), the part is abandoned and the rest comes where the
+// first part did. False if b was closed meanwhile.
+func (b *resumingBody) takeSplit() bool {
+	s := b.split
+	b.split, b.end = nil, s.last
+	sooner, path, got := s.sooner()
+	if log := b.t.Manager.debugLogger(b.ctx); log != nil {
+		log.Debug("intents: split part", "taken", sooner, "first", s.first, "bytes", s.last-s.first+1, "in", got, "path", pathName(path))
+	}
+	if !sooner {
+		s.Close()
+		return true
+	}
+	b.body().Close() // its server sends the part on it too
+	b.path = path
+	return b.setBody(s)
+}
