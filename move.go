@@ -67,10 +67,11 @@ func (m *Manager) mover() Mover {
 
 // moveTarget asks the policy whether the response arriving on from, with
 // in.SizeToBeReceived bytes still to come, should move, and where to: nil
-// to stay. If it stays and splittable says its rest could be split, a
-// Splitter is asked too: part > 0 then says to fetch the last part bytes
-// on to. It returns the paths the request may use too.
-func (m *Manager) moveTarget(ctx context.Context, in *Intents, dest Destination, cands []Candidate, queued int64, from uint64, splittable bool) (to *Path, part int64, permitted []*Path) {
+// to stay. If its rest could be split (splitFits is set), a Splitter is
+// asked first whether to split it: part > 0 then says to fetch the last
+// part bytes on to, which splitFits allows. It returns the paths the
+// request may use too.
+func (m *Manager) moveTarget(ctx context.Context, in *Intents, dest Destination, cands []Candidate, queued int64, from uint64, splitFits func(*Path) bool) (to *Path, part int64, permitted []*Path) {
 	mv := m.mover()
 	if mv == nil {
 		return nil, 0, nil
@@ -83,17 +84,28 @@ func (m *Manager) moveTarget(ctx context.Context, in *Intents, dest Destination,
 	}
 	trace := decisionTrace(ctx, m)
 	req := Request{Intents: *in, Dest: dest, Paths: permitted, Candidates: shown, Queued: queued, Explain: trace != nil}
-	to, reason := mv.Move(&req, &shown[i])
-	if to == shown[i].Path || !slices.Contains(permitted, to) {
-		to = nil
-	}
-	if sp, ok := mv.(Splitter); ok && to == nil && splittable {
-		var why string
-		to, part, why = sp.Split(&req, &shown[i])
-		reason += "; " + why
+	var reason string
+	if sp, ok := mv.(Splitter); ok && splitFits != nil {
+		// A split first: where it applies, the path the response is on
+		// keeps carrying, which a move would give up.
+		to, part, reason = sp.Split(&req, &shown[i])
 		if part = splitPartOf(part, in.SizeToBeReceived); part == 0 || to == shown[i].Path || !slices.Contains(permitted, to) {
 			to, part = nil, 0
+		} else if !splitFits(to) {
+			to, part = nil, 0
+			reason += " (no connection there now: whole)"
 		}
+	}
+	if to == nil {
+		var why string
+		to, why = mv.Move(&req, &shown[i])
+		if to == shown[i].Path || !slices.Contains(permitted, to) {
+			to = nil
+		}
+		if reason != "" {
+			why = reason + "; " + why
+		}
+		reason = why
 	}
 	if trace != nil {
 		var choices []Choice
@@ -143,6 +155,28 @@ func (c *core) moveOnto(e *entry, p *Path) bool {
 	}
 	c.remove(e)
 	return true
+}
+
+// connectionFor reports whether a request to key could have a connection
+// on p at once: a free one there, room under the limits, or an idle one of
+// key's on another path that a new one there replaces (see
+// replaceIdleFor). A split's part that waited in the queue would come too
+// late to be of use.
+func (c *core) connectionFor(key string, p *Path) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	if c.hasFreeOn(key, p) || c.roomFor(key) {
+		return true
+	}
+	for _, e := range c.entries[key] {
+		if e.path != p && !e.migrating && e.c.inFlight() == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // moveSlot takes e out of the pool, closing it, and gives the place it
@@ -210,7 +244,11 @@ func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate int64, spl
 			cands[i].Rate = rate
 		}
 	}
-	to, part, permitted := mc.t.Manager.moveTarget(ctx, &in, mc.dest, cands, queued, e.id, splittable && !multiplexed(e))
+	var splitFits func(*Path) bool
+	if splittable && !multiplexed(e) {
+		splitFits = func(p *Path) bool { return mc.t.core.connectionFor(mc.key, p) }
+	}
+	to, part, permitted := mc.t.Manager.moveTarget(ctx, &in, mc.dest, cands, queued, e.id, splitFits)
 	switch {
 	case to == nil:
 		return nil, false, splitPlan{}

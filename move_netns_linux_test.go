@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,8 +22,9 @@ import (
 // TestNetnsMove fetches a 2 MB object, with no size hint, through a fresh
 // Manager with EAF over a near slow path (10 ms, 2 Mbit/s) and a far fast
 // one (60 ms, 50 Mbit/s): placed as an object of unknown size on the path
-// with the shorter round trip, it moves to path 2 once its size and the
-// rate it arrives at are known, and arrives byte for byte.
+// with the shorter round trip, its rest goes to path 2 once its size and
+// the rate it arrives at are known (moved, or split and the first part
+// moved after), and it arrives byte for byte.
 func TestNetnsMove(t *testing.T) {
 	testbed.SkipIfShort(t, "5 s")
 	testbed.RequireRoot(t)
@@ -38,9 +41,21 @@ func TestNetnsMove(t *testing.T) {
 			t.Logf("%s from %s, Range %q: %d bytes sent", r.URI, r.Remote.Addr(), r.Range, r.Bytes)
 		}
 	}
-	require.Len(t, got, 2)
+	// The first on path 1, whole (cut short once its rest went
+	// elsewhere), then one or two on path 2:
+	// the rest (moved, or its last part split), or all of it if it moved
+	// at the headers; after a split, the first part's rest.
+	slices.Sort(got)
+	require.NotEmpty(t, got)
 	assert.Equal(t, "10.71.1.1 ", got[0], "first on path 1, whole")
-	assert.Regexp(t, `^10\.71\.2\.1 (bytes=[1-9][0-9]*-1999999)?$`, got[1], "then on path 2: the rest, or all of it if it moved at the headers")
+	rest := got[1:]
+	if assert.NotEmpty(t, rest, "its rest on path 2") && assert.LessOrEqual(t, len(rest), 2, "%q", got) {
+		for _, r := range rest {
+			assert.Regexp(t, `^10\.71\.2\.1 (bytes=[1-9][0-9]*-[1-9][0-9]*)?$`, r, "on path 2")
+		}
+		assert.True(t, slices.ContainsFunc(rest, func(r string) bool { return strings.HasSuffix(r, "-1999999") || r == "10.71.2.1 " }),
+			"%q: one of them to its end", rest)
+	}
 }
 
 func TestNetnsMoveChild(t *testing.T) {
@@ -72,7 +87,9 @@ func TestNetnsMoveChild(t *testing.T) {
 	assert.EqualValues(t, 2e6, n)
 	assert.Equal(t, testbed.ObjectSum(2e6), [32]byte(h.Sum(nil)), "byte for byte the object")
 	st := tr.Stats()
-	assert.EqualValues(t, 1, st["p1"].Moved, "moved once, from path 1")
+	assert.LessOrEqual(t, st["p1"].Moved, int64(1), "moved at most once (after a split, its first part)")
+	assert.LessOrEqual(t, st["p1"].Split, int64(1), "split at most once")
+	assert.Positive(t, st["p1"].Moved+st["p1"].Split, "its rest went from path 1 to path 2")
 	t.Logf("2 MB in %v; bytes read on p1 %d, on p2 %d; move decisions: %q", time.Since(start).Round(time.Millisecond),
 		st["p1"].BytesReceived, st["p2"].BytesReceived, moves)
 }

@@ -62,9 +62,13 @@ type Mover interface {
 // server is sending the rest there too). At a page's tail one path is
 // often done while a transfer on another still owes much: a move would
 // leave the first path idle and lose what is on its way, a split keeps
-// both carrying. The Transport asks Split when Move keeps a response where
-// it is, at most once per response, on the responses a Mover could move
-// (HTTP/1, a strong validator, byte ranges accepted). The part is fetched
+// both carrying. The Transport asks Split before Move, until it splits a
+// response (at most once), on the responses a Mover could move mid-way
+// (HTTP/1, a strong validator, byte ranges accepted), and Move where Split
+// names no path; the first part may still move. A split is made only if
+// the destination can have a connection on that path at once (a free one,
+// room under the limits, or an idle one to close for it): a part that
+// waited for one would come too late. The part is fetched
 // into memory (at most 4 MiB) while the first bytes are read; if its
 // answer has not begun by the time they are in (or is not a part of the
 // same version), it is abandoned and the response arrives whole where it

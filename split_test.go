@@ -133,7 +133,7 @@ func TestSplitSharesTheRestWithAnotherPath(t *testing.T) {
 	require.Len(t, splits, 1)
 	assert.EqualValues(t, part, splits[0].SplitPart)
 	assert.Equal(t, []Choice{{Path: sp.to.Load(), Fresh: true}}, splits[0].Choices)
-	assert.Equal(t, "scripted: stays; scripted split", splits[0].Reason)
+	assert.Equal(t, "scripted split", splits[0].Reason, "split first: Move is not asked")
 }
 
 // A part whose answer has not begun when the first part is in, or that
@@ -306,4 +306,24 @@ func TestSplitEndsWithTheBody(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the part's request outlived the body")
 	}
+}
+
+// A part is asked for only where it can have a connection at once: at the
+// host's limit, with the one connection busy with the response itself, it
+// would wait in the queue until the response is in.
+func TestSplitOnlyWithAConnectionThere(t *testing.T) {
+	checkEveryRead(t)
+	const size, part = 1_000_003, 300_000
+	var log requestLog
+	now := make(chan struct{})
+	close(now)
+	srv := splitServer(size, now, nil, &log)
+	defer srv.Close()
+	tr, sp, base := splitPaths(t, srv, part)
+	tr.MaxConnsPerHost = 1
+	body, _ := get(t, tr, WithIntents(context.Background(), Intents{SizeToBeReceived: size}), base+"/obj")
+	assert.Equal(t, testbed.ObjectSum(size), sha256.Sum256([]byte(body)))
+	assert.Positive(t, sp.asked.Load(), "asked")
+	assert.Len(t, log.all(), 1, "no part asked for")
+	assert.Zero(t, tr.Stats()["p1"].Split)
 }

@@ -21,7 +21,9 @@ import (
 //
 // EAF is also an intents.Mover: a response that turns out far larger than
 // the size it was placed for, or that arrives far slower than another path
-// would carry it, moves there (see Move).
+// would carry it, moves there (see Move). And an intents.Splitter: at a
+// page's tail, a response that still owes much shares its rest with a path
+// that carries nothing (see Split).
 type EAF struct {
 	Model
 }
@@ -220,8 +222,9 @@ const splitMargin = 0.2
 // for the destination) the last part of a response goes to a path with
 // no transfers in progress if both parts, the first where it is and the
 // last there, would be in sooner by more than a fifth than the whole
-// where it is, at the rate it has been arriving at (Candidate.Rate: not
-// before that is known). The part is the one that makes both arrive together: over
+// where it is (at the rate it has been arriving at, once that is known:
+// Candidate.Rate; a first part that then turns out slow may still move,
+// see Move). The part is the one that makes both arrive together: over
 // an idle connection the destination has there (a round trip, with the
 // window its transfers grew), or a new one, set-up included. While
 // requests queue, a path's connections get those; a busy path's
@@ -235,11 +238,6 @@ func (e *EAF) Split(req *intents.Request, from *intents.Candidate) (*intents.Pat
 		return nil, 0, "eaf: whole (nothing to weigh)"
 	case req.Queued > 0:
 		return nil, 0, "eaf: whole (requests queued: the other paths' connections take those)"
-	case from.Rate <= 0:
-		// The first part's time is the split's other half: on a guessed
-		// capacity a slow path's first part took 4.9 s of a 2 MB object
-		// that a move, asked later, brought in under 2 s.
-		return nil, 0, "eaf: whole (its rate is not known yet)"
 	}
 	var mbuf [16]pathModel
 	models := e.models(req.Paths, mbuf[:0])

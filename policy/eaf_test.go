@@ -573,13 +573,6 @@ func TestEAFSplitsATailAcrossAnIdlePath(t *testing.T) {
 	assert.Nil(t, to, "requests queued: they take p2's connection")
 	assert.Contains(t, why, "requests queued")
 
-	rate := from.Rate
-	from.Rate = 0
-	to, _, why = split(0, 2_000_000, idle)
-	assert.Nil(t, to, "the first part's time is not known")
-	assert.Contains(t, why, "its rate is not known yet")
-	from.Rate = rate
-
 	p2.Prior.Active, p2.Prior.Pending = 1, 500_000
 	to, _, why = split(0, 2_000_000, idle)
 	assert.Nil(t, to, "p2 busy: its transfer would share its capacity with the part")

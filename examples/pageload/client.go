@@ -215,7 +215,8 @@ func client() {
 	defer progress(0, 0, "") // clears the line
 	for _, w := range cfg.Workloads {
 		server := &testbed.Netns{Name: cfg.ServerNetns}
-		load := func(c contender) (pageload.Result, testbed.TCPCounters) {
+		load := func(c contender) (pageload.Result, testbed.TCPCounters, [2]int64) {
+			movedBefore := movesOf(c.rt)
 			before, err := server.TCPCounters()
 			if err != nil {
 				log.Fatal(err)
@@ -252,7 +253,8 @@ func client() {
 						p.Name, e.RTT.Round(100*time.Microsecond), float64(e.Bandwidth)/1e6, float64(e.Rate)/1e6, e.Loss)
 				}
 			}
-			return res, tcp
+			moved := movesOf(c.rt)
+			return res, tcp, [2]int64{moved[0] - movedBefore[0], moved[1] - movedBefore[1]}
 		}
 		for _, c := range contenders {
 			if c.warm {
@@ -264,16 +266,29 @@ func client() {
 				renew(i)
 				c := contenders[i]
 				progress(done, cfg.Total, fmt.Sprintf("%s  %s  %s", cfg.Scenario, w.Name, contenderNames[c.key]))
-				res, tcp := load(c)
+				res, tcp, moved := load(c)
 				done++
 				if err := enc.Encode(record{Scenario: cfg.Scenario, Workload: w.Name, Contender: c.key, Rep: rep,
 					PLT: res.PLT, Bytes: res.Bytes, Paths: res.PathCounts(),
-					Retransmits: tcp.Retransmits, Timeouts: tcp.Timeouts}); err != nil {
+					Retransmits: tcp.Retransmits, Timeouts: tcp.Timeouts, Moved: moved[0], Split: moved[1]}); err != nil {
 					log.Fatal(err)
 				}
 			}
 		}
 	}
+}
+
+// movesOf is how many responses rt (an intents.Transport) moved and split
+// so far, over all paths.
+func movesOf(rt http.RoundTripper) [2]int64 {
+	var n [2]int64
+	if tr, ok := rt.(*intents.Transport); ok {
+		for _, st := range tr.Stats() {
+			n[0] += st.Moved
+			n[1] += st.Split
+		}
+	}
+	return n
 }
 
 // warmPaths fetches a byte over each path first, so that no contender's
