@@ -104,14 +104,14 @@ func (s *splitPart) fetch(t *Transport, req *http.Request, r byteRange) {
 		n, err := body.Read(chunk)
 		s.mu.Lock()
 		s.buf = append(s.buf, chunk[:n]...)
-		got := len(s.buf)
+		in := len(s.buf)
 		if err != nil {
 			s.err = err
 		}
 		s.cond.Broadcast()
 		s.mu.Unlock()
 		if t.testHookSplitRead != nil && n > 0 {
-			t.testHookSplitRead(int64(got))
+			t.testHookSplitRead(int64(in))
 		}
 		if err != nil {
 			return

@@ -92,6 +92,18 @@ func splitServer(size int64, rest <-chan struct{}, part http.HandlerFunc, log *r
 	}))
 }
 
+// startLastPart answers a request for the last part bytes of the object
+// of size bytes with a 206 of them, and sends the first n.
+func startLastPart(w http.ResponseWriter, size, part, n int64) {
+	w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", size-part, size-1, size))
+	w.Header().Set("Content-Length", strconv.FormatInt(part, 10))
+	w.WriteHeader(http.StatusPartialContent)
+	obj := testbed.NewObject(size)
+	io.CopyN(io.Discard, obj, size-part)
+	io.CopyN(w, obj, n)
+	w.(http.Flusher).Flush()
+}
+
 // The last part of a response is fetched on the path the policy names,
 // with a range request of the same version (If-Range), while the first
 // part keeps arriving where it was: the caller reads one object, byte for
@@ -149,13 +161,7 @@ func TestSplitAbandonedIfNotSooner(t *testing.T) {
 			rest, cancelled := make(chan struct{}), make(chan struct{})
 			srv := splitServer(size, rest, func(w http.ResponseWriter, r *http.Request) {
 				if begins {
-					w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", size-part, size-1, size))
-					w.Header().Set("Content-Length", strconv.Itoa(part))
-					w.WriteHeader(http.StatusPartialContent)
-					obj := testbed.NewObject(size)
-					io.CopyN(io.Discard, obj, size-part)
-					io.CopyN(w, obj, behind)
-					w.(http.Flusher).Flush()
+					startLastPart(w, size, part, behind)
 				} else {
 					close(rest) // the first part's rest comes now; this never answers
 				}
@@ -237,13 +243,7 @@ func TestSplitPartFailingIsResumed(t *testing.T) {
 			http.ServeContent(w, r, "", time.Time{}, testbed.NewObject(size))
 			return
 		}
-		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", size-part, size-1, size))
-		w.Header().Set("Content-Length", strconv.Itoa(part))
-		w.WriteHeader(http.StatusPartialContent)
-		obj := testbed.NewObject(size)
-		io.CopyN(io.Discard, obj, size-part)
-		io.CopyN(w, obj, sent)
-		w.(http.Flusher).Flush()
+		startLastPart(w, size, part, sent)
 		select {
 		case <-fail:
 		case <-r.Context().Done():
