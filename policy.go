@@ -68,11 +68,11 @@ type Mover interface {
 // names no path; the first part may still move. A split is made only if
 // the destination can have a connection on that path at once (a free one,
 // room under the limits, or an idle one to close for it): a part that
-// waited for one would come too late. The part is fetched
-// into memory (at most 4 MiB) while the first bytes are read; if its
-// answer has not begun by the time they are in (or is not a part of the
-// same version), it is abandoned and the response arrives whole where it
-// was.
+// waited for one would come too late. The part is fetched into memory
+// (at most 4 MiB) while the first bytes are read; if by the time they are
+// in it has not arrived faster than they have since it was asked for (or
+// its answer has not begun, or is not the part asked for, of the same
+// version), it is abandoned and the rest comes where the first part did.
 type Splitter interface {
 	Mover
 	// Split returns the path to fetch the last part bytes of the response

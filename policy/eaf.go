@@ -252,12 +252,16 @@ func (e *EAF) Split(req *intents.Request, from *intents.Candidate) (*intents.Pat
 			continue // a busy path's transfers would only share their capacity with the part
 		}
 		pm := models[j]
+		var idle []*intents.Candidate // looked up once: the bisection below asks thereFor 40 times
+		for k := range req.Candidates {
+			if c := &req.Candidates[k]; c.Path == req.Paths[j] && c.Available > 0 && c.InFlight == 0 {
+				idle = append(idle, c)
+			}
+		}
 		thereFor := func(n float64) float64 {
 			at := e.setupRTTs(true, req.Dest.TLS)*pm.rtt + pm.shared(n, pm.transfer(n, pm.iw))
-			for k := range req.Candidates {
-				if c := &req.Candidates[k]; c.Path == req.Paths[j] && c.Available > 0 && c.InFlight == 0 {
-					at = min(at, e.reuse(pm, c, n))
-				}
+			for _, c := range idle {
+				at = min(at, e.reuse(pm, c, n))
 			}
 			return at
 		}
