@@ -69,9 +69,9 @@ func (m *Manager) mover() Mover {
 // in.SizeToBeReceived bytes still to come, should move, and where to: nil
 // to stay. If its rest could be split (splitFits is set), a Splitter is
 // asked first whether to split it: part > 0 then says to fetch the last
-// part bytes on to, which splitFits allows. It returns the paths the
-// request may use too.
-func (m *Manager) moveTarget(ctx context.Context, in *Intents, dest Destination, cands []Candidate, queued int64, from uint64, splitFits func(*Path) bool) (to *Path, part int64, permitted []*Path) {
+// part bytes (at most splitRoom) on to, which splitFits allows. It
+// returns the paths the request may use too.
+func (m *Manager) moveTarget(ctx context.Context, in *Intents, dest Destination, cands []Candidate, queued int64, from uint64, splitFits func(*Path) bool, splitRoom int64) (to *Path, part int64, permitted []*Path) {
 	mv := m.mover()
 	if mv == nil {
 		return nil, 0, nil
@@ -89,7 +89,7 @@ func (m *Manager) moveTarget(ctx context.Context, in *Intents, dest Destination,
 		// A split first: where it applies, the path the response is on
 		// keeps carrying, which a move would give up.
 		to, part, reason = sp.Split(&req, &shown[i])
-		if part = splitPartOf(part, in.SizeToBeReceived); part == 0 || to == shown[i].Path || !slices.Contains(permitted, to) {
+		if part = splitPartOf(part, in.SizeToBeReceived, splitRoom); part == 0 || to == shown[i].Path || !slices.Contains(permitted, to) {
 			to, part = nil, 0
 		} else if !splitFits(to) {
 			to, part = nil, 0
@@ -222,10 +222,10 @@ func multiplexed(e *entry) bool {
 // moveTo asks the policy whether the rest of a response, left bytes on e,
 // should move, and if so takes e's place for the new connection: the
 // context to send the moved request with. If the policy splits the rest
-// instead (splittable: see Splitter), split says where to and how much.
-// rate is the rate the response has arrived at so far, in bits/s (see
-// Candidate.Rate).
-func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate int64, splittable bool) (mctx context.Context, moved bool, split splitPlan) {
+// instead (a part of at most splitRoom bytes: see Splitter), split says
+// where to and how much. rate is the rate the response has arrived at so
+// far, in bits/s (see Candidate.Rate).
+func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate, splitRoom int64) (mctx context.Context, moved bool, split splitPlan) {
 	mc.next = time.Now().Add(moveCheckInterval)
 	if multiplexed(e) && e.c.inFlight() > 1 {
 		// A stream among others: its rate is a share of the connection's,
@@ -245,10 +245,10 @@ func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate int64, spl
 		}
 	}
 	var splitFits func(*Path) bool
-	if splittable && !multiplexed(e) {
+	if splitRoom > 0 && !multiplexed(e) {
 		splitFits = func(p *Path) bool { return mc.t.core.connectionFor(mc.key, p) }
 	}
-	to, part, permitted := mc.t.Manager.moveTarget(ctx, &in, mc.dest, cands, queued, e.id, splitFits)
+	to, part, permitted := mc.t.Manager.moveTarget(ctx, &in, mc.dest, cands, queued, e.id, splitFits, splitRoom)
 	switch {
 	case to == nil:
 		return nil, false, splitPlan{}

@@ -42,14 +42,14 @@ func TestNetnsMove(t *testing.T) {
 		}
 	}
 	// The first on path 1, whole (cut short once its rest went
-	// elsewhere), then one or two on path 2:
-	// the rest (moved, or its last part split), or all of it if it moved
-	// at the headers; after a split, the first part's rest.
+	// elsewhere), then on path 2: the rest (moved, or its last parts
+	// split, up to maxSplitParts), or all of it if it moved at the
+	// headers; after a split, the first part's rest.
 	slices.Sort(got)
 	require.NotEmpty(t, got)
 	assert.Equal(t, "10.71.1.1 ", got[0], "first on path 1, whole")
 	rest := got[1:]
-	if assert.NotEmpty(t, rest, "its rest on path 2") && assert.LessOrEqual(t, len(rest), 2, "%q", got) {
+	if assert.NotEmpty(t, rest, "its rest on path 2") && assert.LessOrEqual(t, len(rest), 5, "%q", got) {
 		for _, r := range rest {
 			assert.Regexp(t, `^10\.71\.2\.1 (bytes=[1-9][0-9]*-[1-9][0-9]*)?$`, r, "on path 2")
 		}
@@ -88,7 +88,7 @@ func TestNetnsMoveChild(t *testing.T) {
 	assert.Equal(t, testbed.ObjectSum(2e6), [32]byte(h.Sum(nil)), "byte for byte the object")
 	st := tr.Stats()
 	assert.LessOrEqual(t, st["p1"].Moved, int64(1), "moved at most once (after a split, its first part)")
-	assert.LessOrEqual(t, st["p1"].Split, int64(1), "split at most once")
+	assert.LessOrEqual(t, st["p1"].Split, int64(4), "at most four parts (maxSplitParts)")
 	assert.Positive(t, st["p1"].Moved+st["p1"].Split, "its rest went from path 1 to path 2")
 	t.Logf("2 MB in %v; bytes read on p1 %d, on p2 %d; move decisions: %q", time.Since(start).Round(time.Millisecond),
 		st["p1"].BytesReceived, st["p2"].BytesReceived, moves)

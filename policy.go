@@ -62,17 +62,21 @@ type Mover interface {
 // server is sending the rest there too). At a page's tail one path is
 // often done while a transfer on another still owes much: a move would
 // leave the first path idle and lose what is on its way, a split keeps
-// both carrying. The Transport asks Split before Move, until it splits a
-// response (at most once), on the responses a Mover could move mid-way
-// (HTTP/1, a strong validator, byte ranges accepted), and Move where Split
-// names no path; the first part may still move. A split is made only if
-// the destination can have a connection on that path at once (a free one,
-// room under the limits, or an idle one to close for it): a part that
-// waited for one would come too late. The part is fetched into memory
-// (at most 4 MiB) while the first bytes are read; if by the time they are
-// in it has not arrived faster than they have since it was asked for (or
-// its answer has not begun, or is not the part asked for, of the same
-// version), it is abandoned and the rest comes where the first part did.
+// both carrying. The Transport asks Split before Move, on the responses a
+// Mover could move mid-way (HTTP/1, a strong validator, byte ranges
+// accepted), and Move where Split names no path; the first part may still
+// move. Once a part is all in, Split is asked again at once, for the first
+// part's rest: parts come in turn, each just before the one before, so a
+// policy may ask a small part first where a path's rate is a guess, and
+// size the next on what the first showed (at most four parts, and 4 MiB
+// in all, per response). A split is made only if the destination can have
+// a connection on that path at once (a free one, room under the limits,
+// or an idle one to close for it): a part that waited for one would come
+// too late. The parts are fetched into memory while the first bytes are
+// read; if by the time those are in a part has not arrived faster than
+// they have since it was asked for (or its answer has not begun, or is not
+// the part asked for, of the same version), it is abandoned and its bytes
+// come where the first part's did, then the parts after it.
 type Splitter interface {
 	Mover
 	// Split returns the path to fetch the last part bytes of the response

@@ -16,14 +16,22 @@ import (
 // sending the rest on it too) and the part follows; if the part's answer
 // has not begun by then, it is abandoned and the response goes on whole
 // where it was, so a split never waits for a path that did not answer.
+//
+// Once a part is all in, the policy may split the first part's rest again:
+// parts come in turn, each just before the last, each sized on what the
+// paths showed meanwhile (a policy can ask small while a path's rate is a
+// guess). They stay in memory, in all at most maxSplitPart, until the first
+// part reaches them.
 
 const (
 	// minSplitPart: a smaller part arrives within a round trip or two
 	// wherever it is, and is not worth a request.
 	minSplitPart = 16 << 10
-	// maxSplitPart bounds the memory a split holds: the part waits there
-	// until the caller has read up to it.
+	// maxSplitPart bounds the memory a response's split holds, all its
+	// parts together: they wait there until the caller has read up to them.
 	maxSplitPart = 4 << 20
+	// maxSplitParts bounds the requests one response's split makes.
+	maxSplitParts = 4
 )
 
 // splitPlan is a policy's split of a response: its last part bytes on to.
@@ -33,10 +41,10 @@ type splitPlan struct {
 }
 
 // splitPartOf bounds a policy's part of a response with left bytes to
-// come to what is worth a request and what memory allows, leaving the
-// first part at least a byte: 0 if nothing is.
-func splitPartOf(part, left int64) int64 {
-	part = min(part, maxSplitPart, left-1)
+// come to what is worth a request and room, what memory allows, leaving
+// the first part at least a byte: 0 if nothing is.
+func splitPartOf(part, left, room int64) int64 {
+	part = min(part, room, left-1)
 	if part < minSplitPart {
 		return 0
 	}
@@ -44,10 +52,13 @@ func splitPartOf(part, left int64) int64 {
 }
 
 // splitPart is the last bytes, first to last, of an object, fetched into
-// memory by its own goroutine (fetch) and read from there.
+// memory by its own goroutine (fetch) and read from there; then next's, the
+// parts asked for before it, all in.
 type splitPart struct {
 	first, last int64
+	next        *splitPart
 	from        int64              // the byte the first part had reached when the part was asked for
+	weighed     bool               // a next part has been weighed since it was all in (see partIn)
 	stop        context.CancelFunc // ends the fetch
 	mu          sync.Mutex
 	cond        sync.Cond // signalled as bytes, the end or Close come
@@ -60,9 +71,10 @@ type splitPart struct {
 }
 
 // startSplit asks for the last plan.part bytes of b's range on plan.to,
-// and ends b's own range before them.
+// and ends b's own range before them; the parts asked for before, all in,
+// follow it.
 func (b *resumingBody) startSplit(plan splitPlan) {
-	s := &splitPart{first: b.end - plan.part + 1, last: b.end, from: b.pos, buf: make([]byte, 0, plan.part)}
+	s := &splitPart{first: b.end - plan.part + 1, last: b.end, next: b.split, from: b.pos, buf: make([]byte, 0, plan.part)}
 	s.cond.L = &s.mu
 	ctx, stop := context.WithCancel(b.ctx)
 	s.stop = stop
@@ -71,7 +83,8 @@ func (b *resumingBody) startSplit(plan splitPlan) {
 	in.SizeToBeReceived = plan.part
 	rest := byteRange{first: s.first, last: s.last, total: b.total, v: b.v}
 	req := rest.request(WithIntents(ctx, in), b.req)
-	b.split, b.end, b.splitOnce = s, s.first-1, true
+	b.split, b.end = s, s.first-1
+	b.splits++
 	b.cb.forgo(plan.part) // its path's backlog: those bytes come another way
 	go s.fetch(b.t, req, rest)
 }
@@ -148,9 +161,42 @@ func (s *splitPart) sooner() (sooner bool, path *Path, got int64) {
 	return (part-got)*first < part*got, s.path, got
 }
 
-// Read hands out the part's bytes as they arrive. A fetch that fails once
-// begun fails with errSplitPart: the rest can be asked for again.
+// in reports whether the part's fetch has ended with all its bytes.
+func (s *splitPart) in() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err == io.EOF
+}
+
+// held is the memory the part and those after it hold.
+func (s *splitPart) held() int64 {
+	var n int64
+	for ; s != nil; s = s.next {
+		n += int64(cap(s.buf))
+	}
+	return n
+}
+
+// lastByte is the last byte of the parts s begins.
+func (s *splitPart) lastByte() int64 {
+	for s.next != nil {
+		s = s.next
+	}
+	return s.last
+}
+
+// Read hands out the part's bytes as they arrive, then the next's. A fetch
+// that fails once begun fails with errSplitPart: the rest can be asked for
+// again.
 func (s *splitPart) Read(p []byte) (int, error) {
+	n, err := s.readOwn(p)
+	if err == io.EOF && s.next != nil {
+		return s.next.Read(p)
+	}
+	return n, err
+}
+
+func (s *splitPart) readOwn(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.read == len(s.buf) && s.err == nil && !s.closed {
@@ -170,13 +216,15 @@ func (s *splitPart) Read(p []byte) (int, error) {
 	return 0, fmt.Errorf("%w: %w", errSplitPart, s.err)
 }
 
-// Close ends the fetch and any Read waiting for it.
+// Close ends the fetch and any Read waiting for it, and the next parts.
 func (s *splitPart) Close() error {
-	s.stop()
-	s.mu.Lock()
-	s.closed = true
-	s.cond.Broadcast()
-	s.mu.Unlock()
+	for ; s != nil; s = s.next {
+		s.stop()
+		s.mu.Lock()
+		s.closed = true
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	}
 	return nil
 }
 
@@ -187,19 +235,25 @@ var errSplitPart = errors.New("intents: the split part's download failed")
 // takeSplit turns b from the first part, all read, to the split part if
 // that would have the rest sooner (see splitPart.sooner): the first
 // part's connection then closes and the part follows. If not (its answer
-// has not begun, say), the part is abandoned and the rest comes where the
-// first part did. False if b was closed meanwhile.
+// has not begun, say), the part is abandoned and its bytes come where the
+// first part's did, up to the next part if there is one (that one is in:
+// it is taken there). False if b was closed meanwhile.
 func (b *resumingBody) takeSplit() bool {
 	s := b.split
-	b.split, b.end = nil, s.last
 	sooner, path, got := s.sooner()
 	if log := b.t.Manager.debugLogger(b.ctx); log != nil {
 		log.Debug("intents: split part", "taken", sooner, "first", s.first, "bytes", s.last-s.first+1, "in", got, "path", pathName(path))
 	}
 	if !sooner {
+		next := s.next
+		s.next = nil
 		s.Close()
+		if b.split, b.end = next, s.last; next != nil {
+			b.end = next.first - 1
+		}
 		return true
 	}
+	b.split, b.end = nil, s.lastByte()
 	b.body().Close() // its server sends the part on it too
 	b.path = path
 	return b.setBody(s)

@@ -22,10 +22,12 @@ import (
 )
 
 // scriptedSplitter keeps responses where they are (its Move names no
-// path) and splits, when asked, the last part bytes onto the mover's to.
+// path) and splits, when asked, the last parts[0] bytes onto the mover's
+// to, the next time the next part, and then none.
 type scriptedSplitter struct {
 	*scriptedMover
-	part  atomic.Int64
+	mu    sync.Mutex
+	parts []int64
 	asked atomic.Int32
 }
 
@@ -45,17 +47,23 @@ func (s *scriptedSplitter) Decide(req *Request, d *Decision) {
 
 func (s *scriptedSplitter) Split(req *Request, from *Candidate) (*Path, int64, string) {
 	s.asked.Add(1)
-	return s.to.Load(), s.part.Load(), "scripted split"
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.parts) == 0 {
+		return nil, 0, "scripted: whole"
+	}
+	part := s.parts[0]
+	s.parts = s.parts[1:]
+	return s.to.Load(), part, "scripted split"
 }
 
-// splitPaths is movePaths with a scriptedSplitter that splits part bytes
-// onto p2.
-func splitPaths(t *testing.T, srv *httptest.Server, part int64) (*Transport, *scriptedSplitter, string) {
+// splitPaths is movePaths with a scriptedSplitter that splits parts onto
+// p2, in turn.
+func splitPaths(t *testing.T, srv *httptest.Server, parts ...int64) (*Transport, *scriptedSplitter, string) {
 	t.Helper()
 	var sp *scriptedSplitter
 	tr, _, base := movePathsWith(t, srv, func(m *scriptedMover) Policy {
-		sp = &scriptedSplitter{scriptedMover: m}
-		sp.part.Store(part)
+		sp = &scriptedSplitter{scriptedMover: m, parts: parts}
 		return sp
 	})
 	return tr, sp, base
@@ -134,7 +142,7 @@ func TestSplitSharesTheRestWithAnotherPath(t *testing.T) {
 	body, _ := get(t, tr, ctx, base+"/obj")
 	assert.Equal(t, testbed.ObjectSum(size), sha256.Sum256([]byte(body)), "the whole object, byte for byte")
 	assert.Equal(t, []string{"/obj  ", fmt.Sprintf("/obj bytes=%d-%d \"v1\"", size-part, size-1)}, log.all())
-	assert.EqualValues(t, 1, sp.asked.Load(), "asked once: a split body is not asked again")
+	assert.GreaterOrEqual(t, sp.asked.Load(), int32(2), "asked at the start, and again once the part was in")
 	st := tr.Stats()
 	assert.EqualValues(t, 1, st["p1"].Split)
 	assert.EqualValues(t, 1, st["p1"].Requests)
@@ -146,6 +154,106 @@ func TestSplitSharesTheRestWithAnotherPath(t *testing.T) {
 	assert.EqualValues(t, part, splits[0].SplitPart)
 	assert.Equal(t, []Choice{{Path: sp.to.Load(), Fresh: true}}, splits[0].Choices)
 	assert.Equal(t, "scripted split", splits[0].Reason, "split first: Move is not asked")
+}
+
+// Once a part is in, the first part's rest is split again: the next part,
+// just before it, is fetched while the first part keeps arriving. Taken
+// or dropped at its first byte (here: all in, or its answer not begun),
+// the part after it follows from memory, and the first connection is
+// not read beyond what the first part and a dropped part need: its
+// server sends no more.
+func TestSplitPartsInTurn(t *testing.T) {
+	const size, part1, part2 = 1_000_003, 300_000, 200_001
+	const lastFirst = size - part1 - part2 - 1 // the first part's last byte
+	for _, taken := range []bool{true, false} {
+		t.Run(map[bool]string{true: "taken", false: "dropped"}[taken], func(t *testing.T) {
+			checkEveryRead(t)
+			var log requestLog
+			in1, in2, cancelled := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			wait := func(r *http.Request, ch <-chan struct{}) bool {
+				select {
+				case <-ch:
+					return true
+				case <-r.Context().Done():
+				case <-time.After(10 * time.Second): // a test that failed: its assertions say why
+				}
+				return false
+			}
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				log.add(r)
+				w.Header().Set("ETag", `"v1"`)
+				if rg := r.Header.Get("Range"); rg != "" {
+					if !taken && rg == fmt.Sprintf("bytes=%d-%d", lastFirst+1, size-part1-1) {
+						close(in2) // the first part comes on; this never answers
+						<-r.Context().Done()
+						close(cancelled)
+						return
+					}
+					http.ServeContent(w, r, "", time.Time{}, testbed.NewObject(size))
+					return
+				}
+				w.Header().Set("Accept-Ranges", "bytes")
+				w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+				obj := testbed.NewObject(size)
+				// In steps: until the first part is in, until the next is
+				// asked for (and in, or not answering), then the first
+				// part (and the dropped part's bytes), and no more.
+				upTo := []int64{64 << 10, 128 << 10, lastFirst + 1}
+				if !taken {
+					upTo[2] += part2
+				}
+				sent := int64(0)
+				for i, n := range upTo {
+					io.CopyN(w, obj, n-sent)
+					w.(http.Flusher).Flush()
+					sent = n
+					if i < 2 && !wait(r, []chan struct{}{in1, in2}[i]) {
+						return
+					}
+				}
+				wait(r, nil) // the client closes the connection at a part's first byte
+			}))
+			defer srv.Close()
+			tr, _, base := splitPaths(t, srv, part1, part2)
+			var begun atomic.Int32
+			tr.testHookSplitRead = func(got int64) {
+				switch n := begun.Load(); {
+				case got == 0:
+					begun.Add(1)
+				case n == 1 && got == part1:
+					close(in1)
+				case n == 2 && got == part2:
+					close(in2)
+				}
+			}
+			var mu sync.Mutex
+			var parts []int64
+			ctx := WithDecisionTrace(context.Background(), func(di DecisionInfo) {
+				if di.SplitPart > 0 {
+					mu.Lock()
+					parts = append(parts, di.SplitPart)
+					mu.Unlock()
+				}
+			})
+			body, _ := get(t, tr, WithIntents(ctx, Intents{SizeToBeReceived: size}), base+"/obj")
+			assert.Equal(t, testbed.ObjectSum(size), sha256.Sum256([]byte(body)), "the whole object, byte for byte")
+			assert.Equal(t, []string{"/obj  ", fmt.Sprintf("/obj bytes=%d-%d \"v1\"", size-part1, size-1),
+				fmt.Sprintf("/obj bytes=%d-%d \"v1\"", lastFirst+1, size-part1-1)}, log.all(), "the second part just before the first")
+			st := tr.Stats()
+			assert.EqualValues(t, 2, st["p1"].Split)
+			assert.EqualValues(t, 2, st["p2"].Requests)
+			mu.Lock()
+			assert.Equal(t, []int64{part1, part2}, parts)
+			mu.Unlock()
+			if !taken {
+				select {
+				case <-cancelled:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the dropped part's request was not cancelled")
+				}
+			}
+		})
+	}
 }
 
 // A part whose answer has not begun when the first part is in, or that

@@ -250,8 +250,8 @@ type TransportPathStats struct {
 	// Moved counts the responses moved away from this path, to be fetched
 	// on another (see Mover).
 	Moved int64
-	// Split counts the responses arriving on this path whose last part
-	// was asked for on another (see Splitter).
+	// Split counts the parts of responses arriving on this path that
+	// were asked for on another (see Splitter).
 	Split int64
 }
 
@@ -727,7 +727,7 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 				if cl := resp.ContentLength; cl >= 2*predicted && cl-predicted >= moveMinBytes {
 					// Placed as a far smaller object: the caller has none of
 					// it yet, so it is sent again, whole, if it moves.
-					if mctx, ok, _ := mc.moveTo(ctx, e, expect, 0, false); ok {
+					if mctx, ok, _ := mc.moveTo(ctx, e, expect, 0, 0); ok {
 						e.addPending(-expect)
 						resp.Body.Close()
 						in.SizeToBeReceived = expect

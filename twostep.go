@@ -125,11 +125,12 @@ type resumingBody struct {
 	// never again.
 	move *moveCheck
 	cb   *countingBody
-	// split, while set, is the last part of the range, asked for on
-	// another path (see Splitter); end is then the first part's last
-	// byte. A body is split at most once (splitOnce).
-	split     *splitPart
-	splitOnce bool
+	// split, while set, is the last parts of the range, asked for on
+	// other paths (see Splitter); end is then the first part's last
+	// byte. splits counts the parts asked for: once one is taken or
+	// dropped, no more are.
+	split  *splitPart
+	splits int
 	// ctx carries the requests for the rest; Close cancels it, so that a
 	// Read waiting for one returns.
 	ctx  context.Context
@@ -215,12 +216,14 @@ func (b *resumingBody) Read(p []byte) (int, error) {
 func (b *resumingBody) maybeMove() {
 	now := time.Now()
 	left := b.end - b.pos + 1
-	if left < moveMinBytes || b.resumed > 0 || now.Before(b.move.next) {
+	if left < moveMinBytes || b.resumed > 0 {
+		return
+	}
+	if now.Before(b.move.next) && !b.partIn() {
 		return
 	}
 	e := b.cb.e
-	splittable := !b.splitOnce && b.body() == io.ReadCloser(b.cb)
-	ctx, ok, split := b.move.moveTo(b.ctx, e, left, b.cb.rate(now, minRateSpan(e.path)), splittable)
+	ctx, ok, split := b.move.moveTo(b.ctx, e, left, b.cb.rate(now, minRateSpan(e.path)), b.splitRoom())
 	if split.to != nil {
 		b.startSplit(split) // the first part may still move, as a whole response would
 		return
@@ -232,6 +235,32 @@ func (b *resumingBody) maybeMove() {
 	if err := b.resume(ctx); err != nil {
 		b.setBody(errBody{fmt.Errorf("intents: moving the download to another path: %w", err)})
 	}
+}
+
+// partIn reports, once, that the split part on its way is all in: the
+// next may be asked for at once rather than at the next check, as the
+// part's path is idle from then on.
+func (b *resumingBody) partIn() bool {
+	if b.split == nil || b.split.weighed || !b.split.in() {
+		return false
+	}
+	b.split.weighed = true
+	return true
+}
+
+// splitRoom is how large a part the first part's rest may be split with
+// (see Splitter): 0 if none, as once it has moved or resumed, while a
+// part is on its way, or once one was taken or dropped.
+func (b *resumingBody) splitRoom() int64 {
+	switch {
+	case b.body() != io.ReadCloser(b.cb) || b.splits >= maxSplitParts:
+		return 0
+	case b.split == nil && b.splits == 0:
+		return maxSplitPart
+	case b.split != nil && b.split.in():
+		return maxSplitPart - b.split.held()
+	}
+	return 0
 }
 
 // resume replaces the body by a request, with ctx, for the rest.

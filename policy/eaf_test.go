@@ -583,4 +583,22 @@ func TestEAFSplitsATailAcrossAnIdlePath(t *testing.T) {
 	to, _, why = split(0, 100_000, idle)
 	assert.Nil(t, to, why)
 	assert.Contains(t, why, "whole: p1 #1 predicted 67ms, split at best")
+
+	// A path that has shown nothing of its capacity is lent p1's 12 Mbit/s:
+	// half the part the same capacity measured gets; a floor is evidence.
+	partOn := func(p *intents.Path) (int64, string) {
+		req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 2_000_000}, Paths: []*intents.Path{p1, p}, Explain: true,
+			Candidates: []intents.Candidate{from}}
+		to, part, why := (&EAF{}).Split(req, &from)
+		assert.Equal(t, p, to, why)
+		return part, why
+	}
+	guessed, why := partOn(&intents.Path{Name: "p3", Up: true, Prior: intents.Estimate{RTT: 100 * time.Millisecond}})
+	assert.Contains(t, why, "half: its capacity is not known yet")
+	measured, why := partOn(&intents.Path{Name: "p3", Up: true, Prior: intents.Estimate{RTT: 100 * time.Millisecond, Bandwidth: 12e6}})
+	assert.NotContains(t, why, "half")
+	assert.InDelta(t, measured/2, guessed, 1, "guessed %d, measured %d", guessed, measured)
+	floor, why := partOn(&intents.Path{Name: "p3", Up: true, Prior: intents.Estimate{RTT: 100 * time.Millisecond, Bandwidth: 1e6, BandwidthFloor: true}})
+	assert.NotContains(t, why, "half")
+	assert.Equal(t, measured, floor, "a floor below it is lent the capacity")
 }
