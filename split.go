@@ -254,7 +254,10 @@ func (b *resumingBody) takeSplit() bool {
 		return true
 	}
 	b.split, b.end = nil, s.lastByte()
-	b.body().Close() // its server sends the part on it too
+	// The rest is the parts': in memory, or on its way on an idle path;
+	// the first part's server sends the part on its connection too.
+	b.move = nil
+	b.body().Close()
 	b.path = path
 	return b.setBody(s)
 }

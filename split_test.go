@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -29,9 +30,12 @@ type scriptedSplitter struct {
 	mu    sync.Mutex
 	parts []int64
 	asked atomic.Int32
+	move  atomic.Pointer[Path] // where Move moves to: nowhere while nil
 }
 
-func (s *scriptedSplitter) Move(*Request, *Candidate) (*Path, string) { return nil, "scripted: stays" }
+func (s *scriptedSplitter) Move(*Request, *Candidate) (*Path, string) {
+	return s.move.Load(), "scripted move"
+}
 
 // Decide decides as the scriptedMover, on the paths permitted: a part's
 // request requires the path it was split onto.
@@ -254,6 +258,46 @@ func TestSplitPartsInTurn(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Once a part is taken, the rest is the parts': the body does not move
+// (its rest asked for again elsewhere, the parts thrown away), whatever
+// the policy's Move would say.
+func TestSplitTakenPartIsNotMoved(t *testing.T) {
+	checkEveryRead(t)
+	const size, part = 1_000_003, 300_000
+	var log requestLog
+	partIn := make(chan struct{})
+	srv := splitServer(size, partIn, nil, &log)
+	defer srv.Close()
+	tr, sp, base := splitPaths(t, srv, part)
+	tr.testHookSplitRead = func(got int64) {
+		if got == part {
+			close(partIn)
+		}
+	}
+	req, err := http.NewRequestWithContext(WithIntents(context.Background(), Intents{SizeToBeReceived: size}), "GET", base+"/obj", nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	h := sha256.New()
+	_, err = io.CopyN(h, resp.Body, size-part) // the first part
+	require.NoError(t, err)
+	sp.move.Store(sp.to.Load()) // from now on the policy would move it
+	// Many Reads, each a check.
+	_, err = io.Copy(h, io.LimitReader(iotest.OneByteReader(resp.Body), 64<<10))
+	require.NoError(t, err)
+	// Whether the policy is asked at all depends on when the pool sees
+	// the first connection closed; the body must not ask it either way.
+	b, ok := resp.Body.(*resumingBody)
+	require.True(t, ok, "%T", resp.Body)
+	assert.Nil(t, b.move, "a body reading its parts does not move")
+	_, err = io.Copy(h, resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, testbed.ObjectSum(size), [32]byte(h.Sum(nil)), "the whole object, byte for byte")
+	assert.Len(t, log.all(), 2, "the object and its part; nothing asked again: %q", log.all())
+	assert.Zero(t, tr.Stats()["p1"].Moved)
 }
 
 // A part whose answer has not begun when the first part is in, or that

@@ -585,9 +585,10 @@ func TestEAFSplitsATailAcrossAnIdlePath(t *testing.T) {
 	assert.Contains(t, why, "whole: p1 #1 predicted 67ms, split at best")
 
 	// A path that has shown nothing of its capacity is lent p1's 12 Mbit/s:
-	// half the part the same capacity measured gets; a floor is evidence.
+	// half the part the same capacity measured gets. A floor is evidence;
+	// half a part of a few bandwidth-delay products is asked whole.
 	partOn := func(p *intents.Path) (int64, string) {
-		req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 2_000_000}, Paths: []*intents.Path{p1, p}, Explain: true,
+		req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 8_000_000}, Paths: []*intents.Path{p1, p}, Explain: true,
 			Candidates: []intents.Candidate{from}}
 		to, part, why := (&EAF{}).Split(req, &from)
 		assert.Equal(t, p, to, why)
@@ -601,4 +602,9 @@ func TestEAFSplitsATailAcrossAnIdlePath(t *testing.T) {
 	floor, why := partOn(&intents.Path{Name: "p3", Up: true, Prior: intents.Estimate{RTT: 100 * time.Millisecond, Bandwidth: 1e6, BandwidthFloor: true}})
 	assert.NotContains(t, why, "half")
 	assert.Equal(t, measured, floor, "a floor below it is lent the capacity")
+	// 12 Mbit/s over 100 ms: 150 kB a product, half the part (1.8 MB) many
+	// of them; over 300 ms, 450 kB, and half the part (1.3 MB) under four.
+	long, why := partOn(&intents.Path{Name: "p3", Up: true, Prior: intents.Estimate{RTT: 300 * time.Millisecond}})
+	assert.NotContains(t, why, "half")
+	assert.Greater(t, long, int64(4*450_000), why)
 }

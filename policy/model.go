@@ -82,7 +82,7 @@ type pathModel struct {
 	// (a default, another path's, or a floor).
 	measured bool
 	// unseen says the path has not delivered a transfer that showed
-	// anything of its capacity, not even a floor.
+	// anything of its capacity, not even a floor: cap is a guess.
 	unseen bool
 }
 
