@@ -23,8 +23,8 @@ import (
 // Manager with EAF over a near slow path (10 ms, 2 Mbit/s) and a far fast
 // one (60 ms, 50 Mbit/s): placed as an object of unknown size on the path
 // with the shorter round trip, its rest goes to path 2 once its size and
-// the rate it arrives at are known (moved, or split and the first part
-// moved after), and it arrives byte for byte.
+// the rate it arrives at are known (moved, or split, in parts, and the
+// first part moved after), and it arrives byte for byte.
 func TestNetnsMove(t *testing.T) {
 	testbed.SkipIfShort(t, "5 s")
 	testbed.RequireRoot(t)

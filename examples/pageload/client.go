@@ -278,8 +278,8 @@ func client() {
 	}
 }
 
-// movesOf is how many responses rt (an intents.Transport) moved and split
-// so far, over all paths.
+// movesOf is how many responses rt (an intents.Transport) moved, and how
+// many parts of responses it split off, so far, over all paths.
 func movesOf(rt http.RoundTripper) [2]int64 {
 	var n [2]int64
 	if tr, ok := rt.(*intents.Transport); ok {
