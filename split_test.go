@@ -104,6 +104,17 @@ func splitServer(size int64, rest <-chan struct{}, part http.HandlerFunc, log *r
 	}))
 }
 
+// awaitClosed waits for ch to be closed, failing the test with why if it
+// is not within 10 s.
+func awaitClosed(t *testing.T, ch <-chan struct{}, why string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal(why)
+	}
+}
+
 // startLastPart answers a request for the last part bytes of the object
 // of size bytes with a 206 of them, and sends the first n.
 func startLastPart(w http.ResponseWriter, size, part, n int64) {
@@ -250,11 +261,7 @@ func TestSplitPartsInTurn(t *testing.T) {
 			assert.Equal(t, []int64{part1, part2}, parts)
 			mu.Unlock()
 			if !taken {
-				select {
-				case <-cancelled:
-				case <-time.After(10 * time.Second):
-					t.Fatal("the dropped part's request was not cancelled")
-				}
+				awaitClosed(t, cancelled, "the dropped part's request was not cancelled")
 			}
 		})
 	}
@@ -331,11 +338,7 @@ func TestSplitAbandonedIfNotSooner(t *testing.T) {
 			assert.Equal(t, testbed.ObjectSum(size), sha256.Sum256([]byte(body)), "the whole object, from the first connection")
 			assert.EqualValues(t, 1, sp.asked.Load())
 			assert.EqualValues(t, 1, tr.Stats()["p1"].Split)
-			select {
-			case <-cancelled:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the abandoned part's request was not cancelled")
-			}
+			awaitClosed(t, cancelled, "the abandoned part's request was not cancelled")
 		})
 	}
 }
@@ -453,11 +456,7 @@ func TestSplitEndsWithTheBody(t *testing.T) {
 	require.EqualValues(t, 1, sp.asked.Load())
 	<-arrived
 	require.NoError(t, resp.Body.Close())
-	select {
-	case <-cancelled:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the part's request outlived the body")
-	}
+	awaitClosed(t, cancelled, "the part's request outlived the body")
 }
 
 // A part is asked for only where it can have a connection at once: at the
