@@ -440,22 +440,8 @@ func (b *aggBody) request(ctx context.Context, a *aggPath, from, end int64) (io.
 		in.Interfaces = map[string]Level{a.p.Name: LevelRequire}
 	}
 	ask := byteRange{first: from, last: end - 1, total: b.total, v: b.v}
-	resp, err := b.t.roundTrip(ask.request(WithIntents(ctx, in), b.req))
-	if err != nil {
-		return nil, err
-	}
-	got, kind, err := ask.check(resp)
-	switch kind {
-	case answerPart:
-		return got.body(resp.Body), nil
-	case answerWhole, answerChanged: // If-Range: the whole of another version
-		err = ErrObjectChanged
-	case answerBad:
-	default:
-		err = fmt.Errorf("intents: range request answered %s", resp.Status)
-	}
-	resp.Body.Close()
-	return nil, err
+	body, _, err := ask.fetch(WithIntents(ctx, in), b.t, b.req)
+	return body, err
 }
 
 // receive copies body into c from offset from until c is covered, the

@@ -11,8 +11,9 @@ import (
 )
 
 // Every byte-range request this package makes (the two-step download's
-// parts, a resumed rest, an aggregated download's ranges) is built by
-// byteRange.request and its answer judged by byteRange.check. A server's
+// parts, a resumed rest, an aggregated download's ranges, a split part) is
+// built by byteRange.request and its answer judged by byteRange.check
+// (byteRange.fetch does both for a range of an object already known). A server's
 // numbers (Content-Range, Content-Length) size nothing until check has
 // found them to be what was asked for, and a part's body is read through
 // partBody, which ends it at exactly the promised length.
@@ -68,6 +69,31 @@ const (
 	// larger one, a length that disagrees, a content coding. Never used.
 	answerBad
 )
+
+// fetch asks t for r, as a copy of req with ctx, and returns the part's
+// body (exactly its bytes, or an error) and the path it comes over. An
+// answer that is not the part asked for is closed and an error:
+// ErrObjectChanged for another version (or a 200: If-Range's whole new
+// one).
+func (r byteRange) fetch(ctx context.Context, t *Transport, req *http.Request) (io.ReadCloser, *Path, error) {
+	resp, err := t.roundTrip(r.request(ctx, req))
+	if err != nil {
+		return nil, nil, err
+	}
+	got, kind, err := r.check(resp)
+	switch kind {
+	case answerPart:
+		return got.body(resp.Body), bodyPath(resp.Body), nil
+	case answerWhole, answerChanged:
+		err = ErrObjectChanged
+	case answerBad:
+		err = fmt.Errorf("intents: asking for bytes from %d: %w", r.first, err)
+	default:
+		err = fmt.Errorf("intents: asking for bytes from %d: %s", r.first, resp.Status)
+	}
+	resp.Body.Close()
+	return nil, nil, err
+}
 
 // part is the range a 206 answer holds: bytes first to last of total.
 type part struct{ first, last, total int64 }

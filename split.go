@@ -82,36 +82,26 @@ func (b *resumingBody) startSplit(plan splitPlan) {
 	in = in.requiring(plan.to)
 	in.SizeToBeReceived = plan.part
 	rest := byteRange{first: s.first, last: s.last, total: b.total, v: b.v}
-	req := rest.request(WithIntents(ctx, in), b.req)
 	b.split, b.end = s, s.first-1
 	b.splits++
 	b.cb.forgo(plan.part) // its path's backlog: those bytes come another way
-	go s.fetch(b.t, req, rest)
+	go s.fetch(WithIntents(ctx, in), b.t, b.req, rest)
 }
 
-// fetch asks for the part with req and reads it into s.buf.
-func (s *splitPart) fetch(t *Transport, req *http.Request, r byteRange) {
-	resp, err := t.roundTrip(req)
+// fetch asks for the part, r of req's object, and reads it into s.buf.
+func (s *splitPart) fetch(ctx context.Context, t *Transport, req *http.Request, r byteRange) {
+	body, path, err := r.fetch(ctx, t, req) // exactly the part's bytes, or an error
 	if err != nil {
 		s.end(err)
 		return
 	}
-	defer resp.Body.Close()
-	got, kind, err := r.check(resp)
-	if kind != answerPart {
-		if err == nil {
-			err = fmt.Errorf("intents: split part answered %s", resp.Status)
-		}
-		s.end(err)
-		return
-	}
+	defer body.Close()
 	s.mu.Lock()
-	s.begun, s.path = true, bodyPath(resp.Body)
+	s.begun, s.path = true, path
 	s.mu.Unlock()
 	if t.testHookSplitRead != nil {
 		t.testHookSplitRead(0)
 	}
-	body := got.body(resp.Body) // exactly the part's bytes, or an error
 	chunk := make([]byte, min(32<<10, cap(s.buf)))
 	for {
 		n, err := body.Read(chunk)

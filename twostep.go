@@ -127,8 +127,7 @@ type resumingBody struct {
 	cb   *countingBody
 	// split, while set, is the last parts of the range, asked for on
 	// other paths (see Splitter); end is then the first part's last
-	// byte. splits counts the parts asked for: once one is taken or
-	// dropped, no more are.
+	// byte. splits counts the parts asked for (see splitRoom).
 	split  *splitPart
 	splits int
 	// ctx carries the requests for the rest; Close cancels it, so that a
@@ -272,27 +271,15 @@ func (b *resumingBody) resume(ctx context.Context) error {
 	in, _ := FromContext(ctx)
 	in.SizeToBeReceived = min(b.end-b.pos+1, maxSizeEstimate)
 	rest := byteRange{first: b.pos, last: b.end, total: b.total, v: b.v}
-	resp, err := b.t.roundTrip(rest.request(WithIntents(ctx, in), b.req))
+	body, path, err := rest.fetch(WithIntents(ctx, in), b.t, b.req)
 	if err != nil {
 		return err
 	}
-	got, kind, err := rest.check(resp)
-	switch kind {
-	case answerPart:
-		if !b.setBody(got.body(resp.Body)) {
-			return errBodyClosed
-		}
-		b.path = bodyPath(resp.Body)
-		return nil
-	case answerWhole, answerChanged:
-		err = ErrObjectChanged
-	case answerBad:
-		err = fmt.Errorf("intents: resuming at byte %d: %w", b.pos, err)
-	default:
-		err = fmt.Errorf("intents: resuming at byte %d: %s", b.pos, resp.Status)
+	if !b.setBody(body) {
+		return errBodyClosed
 	}
-	resp.Body.Close()
-	return err
+	b.path = path
+	return nil
 }
 
 // errBody is a body that fails every Read with err.

@@ -236,10 +236,10 @@ const splitMargin = 0.2
 // window its transfers grew), or a new one, set-up included; half that
 // where the path has shown nothing of its capacity yet, if the half is
 // still many times the path's bandwidth-delay product (the next part,
-// asked once this one is in, is sized on what the path showed). While requests queue, a
-// path's connections get those; a busy path's transfers would share their
-// capacity with the part (measured: pages of four 1 MB objects 7 % slower
-// when parts went to busy paths).
+// asked once this one is in, is sized on what the path showed). While
+// requests queue, a path's connections get those; a busy path's
+// transfers would share their capacity with the part (measured: pages of
+// four 1 MB objects 7 % slower when parts went to busy paths).
 func (e *EAF) Split(req *intents.Request, from *intents.Candidate) (*intents.Path, int64, string) {
 	size := float64(req.Intents.SizeToBeReceived)
 	i := slices.Index(req.Paths, from.Path)

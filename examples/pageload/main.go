@@ -198,8 +198,9 @@ type record struct {
 	// during the load: a timeout (200 ms at least) can weigh more than
 	// anything a contender decides on a fast page.
 	Retransmits, Timeouts int64
-	// Responses an intents contender moved to another path, and split
-	// with another (see intents.Mover, intents.Splitter).
+	// Responses an intents contender moved to another path, and parts
+	// of responses it split off to another (see intents.Mover,
+	// intents.Splitter).
 	Moved, Split int64
 }
 
