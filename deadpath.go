@@ -331,7 +331,7 @@ func (c *core) warmSpareLocked(e *entry) {
 	}
 	s := c.takeDialSlot(e.key, e.dest, e.permitted, Choice{Path: to, Fresh: true}, 0)
 	dial := e.dial
-	c.measuring.Go(func() { c.openSpare(s, dial) })
+	c.measuring.Go(func() { c.openSpare(s, spareTimeout, dial) })
 }
 
 // allPermit reports whether every one of ins permits p.
@@ -355,10 +355,10 @@ func (c *core) hasFreeOn(key string, p *Path) bool {
 	return false
 }
 
-// openSpare dials the spare connection s allows and puts it in the pool,
-// idle (see warmSpareLocked).
-func (c *core) openSpare(s dialSlot, dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) {
-	ctx, cancel := context.WithTimeout(c.measureCtx, spareTimeout)
+// openSpare dials, within timeout, the spare connection s allows and puts
+// it in the pool, idle (see warmSpareLocked and prepareOthers).
+func (c *core) openSpare(s dialSlot, timeout time.Duration, dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) {
+	ctx, cancel := context.WithTimeout(c.measureCtx, timeout)
 	pc, raw, err := dial(ctx, s.choice)
 	cancel()
 	c.mu.Lock()

@@ -13,8 +13,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
 	"os"
 	osexec "os/exec"
@@ -173,9 +175,11 @@ func TestNetnsTwoPaths(t *testing.T) {
 		}
 		assert.Contains(t, got, "host1.test from 10.71.2.1", "the next request went over path 2")
 	})
-	t.Run("Transport: the other path's RTT measured by a bare handshake", func(t *testing.T) {
+	t.Run("Transport: the other path warmed by a spare connection", func(t *testing.T) {
 		// measure.test answers once the server has seen a connection from
-		// path 2: the child's request ends after the measurement did.
+		// path 2: the child's first request ends after the spare's
+		// handshake did. The child's second request, sent over path 2,
+		// takes the spare.
 		fromP2 := make(chan struct{})
 		var once sync.Once
 		tp.web.OnConn(func(c testbed.ConnLog) {
@@ -201,7 +205,7 @@ func TestNetnsTwoPaths(t *testing.T) {
 				onP2 = append(onP2, c.Requests)
 			}
 		}
-		assert.Equal(t, []int{0}, onP2, "one connection from path 2, with no request on it")
+		assert.Equal(t, []int{1}, onP2, "one connection from path 2, opened before any request went there, then carrying one")
 		n = len(tp.web.Conns())
 		tp.run(t, "measure-prohibited")
 		for _, c := range tp.web.Conns()[n:] {
@@ -369,8 +373,8 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 		st := tr.Stats()
 		assert.EqualValues(t, 1, st["p1"].Dials)
 		assert.EqualValues(t, 1, st["p1"].Reuses)
-		assert.EqualValues(t, 1, st["p2"].Dials)
-		assert.EqualValues(t, 1, st["p2"].Reuses)
+		assert.EqualValues(t, 1, st["p2"].Dials, "the spare opened beside the first connection")
+		assert.EqualValues(t, 2, st["p2"].Reuses, "which both bulk requests took")
 		assert.EqualValues(t, 3000000, st["p2"].BytesReceived)
 		assert.Equal(t, 1, st["p1"].Idle, "each path keeps its connection")
 		assert.Equal(t, 1, st["p2"].Idle)
@@ -399,7 +403,7 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 		require.NoError(t, err)
 		io.Copy(io.Discard, resp2.Body)
 		resp2.Body.Close()
-		assert.EqualValues(t, 1, tr.Stats()["p2"].Dials)
+		assert.EqualValues(t, 1, tr.Stats()["p2"].Requests)
 
 	case "udp":
 		m := explicit(t, true)
@@ -456,37 +460,55 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 		readEcho(t, conn)
 
 	case "measure", "measure-prohibited":
+		log := events(make(chan string, 64))
 		m, err := intents.NewManager(intents.Config{
-			Paths:   []intents.PathConfig{{Interface: "p1", DNS: []string{"10.71.1.2"}}, {Interface: "p2", DNS: []string{"10.71.2.2"}}},
-			Policy:  &policy.EAF{},
-			NoWatch: true,
+			Paths:  []intents.PathConfig{{Interface: "p1", DNS: []string{"10.71.1.2"}}, {Interface: "p2", DNS: []string{"10.71.2.2"}}},
+			Policy: &policy.EAF{},
+			Logger: slog.New(log),
 		})
 		require.NoError(t, err)
 		defer m.Close()
+		// The parent has just brought the links back up: the kernel may
+		// tell that they run a moment later.
+		waitFor(t, m, m.Changed(), func() bool { return m.Path("p1").Up && m.Path("p2").Up })
 		require.False(t, m.Path("p2").Estimate().Measured, "nothing known of path 2 yet")
 		tr := &intents.Transport{Manager: m}
+		defer tr.Close()
 		var in intents.Intents
-		if scenario == "measure-prohibited" {
-			in.Interfaces = map[string]intents.Level{"p2": intents.LevelProhibit}
-		}
 		url := "http://measure.test/"
 		if scenario == "measure-prohibited" {
+			in.Interfaces = map[string]intents.Level{"p2": intents.LevelProhibit}
 			url = "http://host1.test/obj?size=100"
 		}
-		req, _ := http.NewRequestWithContext(intents.WithIntents(ctx, in), "GET", url, nil)
-		resp, err := tr.RoundTrip(req)
-		require.NoError(t, err)
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		require.NoError(t, tr.Close()) // waits for the measurement
-		e := m.Path("p2").Estimate()
+		get := func(in intents.Intents) (reused bool) {
+			t.Helper()
+			ctx := httptrace.WithClientTrace(intents.WithIntents(ctx, in), &httptrace.ClientTrace{
+				GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused },
+			})
+			req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return reused
+		}
+		assert.False(t, get(in), "the first request opens a connection")
 		if scenario == "measure-prohibited" {
-			assert.False(t, e.Measured, "a prohibited path is not measured")
+			require.NoError(t, tr.Close()) // waits for any measurement
+			assert.False(t, m.Path("p2").Estimate().Measured, "a prohibited path is not measured")
+			assert.Zero(t, tr.Stats()["p2"].Dials, "nor warmed")
 			return
 		}
-		assert.True(t, e.Measured, "the other path's RTT was measured while the first connection was dialed")
-		assert.Positive(t, e.ProbeRTT)
-		assert.Zero(t, tr.Stats()["p2"].Requests, "no request went over path 2")
+		awaitEvent(t, log, "intents: spare connection opened")
+		e := m.Path("p2").Estimate()
+		assert.True(t, e.Measured, "the other path's RTT was measured by the spare's handshake")
+		assert.Positive(t, e.RTT)
+		assert.Zero(t, tr.Stats()["p2"].Requests, "no request went over path 2 yet")
+		assert.True(t, get(intents.Intents{Interfaces: map[string]intents.Level{"p2": intents.LevelRequire}}),
+			"a request sent over path 2 takes the spare")
+		st := tr.Stats()["p2"]
+		assert.Equal(t, int64(1), st.Dials, "one connection on path 2: the spare")
+		assert.Equal(t, int64(1), st.Requests)
 
 	default:
 		t.Fatalf("unknown scenario %q", scenario)

@@ -168,6 +168,10 @@ type core struct {
 	// RTT (see measureOthers). Its runs end by close.
 	measure   func(ctx context.Context, p *Path, dest Destination)
 	measuring sync.WaitGroup
+	// warm has a destination's first connection open a spare one on each
+	// other path (see prepareOthers): a Transport's, whose connections
+	// idle until a request is sent on them.
+	warm bool
 	// originSize, if set, is the median size of an origin's recent
 	// responses (see connRequest.sizeOrigin). It takes a lock of its own:
 	// never one of the pool's.
@@ -336,7 +340,7 @@ func (c *core) acquire(ctx context.Context, r connRequest,
 		if g.e != nil {
 			return g, nil
 		}
-		e, err := c.open(ctx, g.slot, dial)
+		e, err := c.open(ctx, g.slot, &r.in, dial)
 		if err == nil {
 			return grant{e: e, size: g.size}, nil
 		}
@@ -354,10 +358,11 @@ func (c *core) acquire(ctx context.Context, r connRequest,
 }
 
 // open dials the connection s allows and registers it, with a slot taken
-// for the request that asked.
-func (c *core) open(ctx context.Context, s dialSlot,
+// for the request that asked, whose intents are in (nil: a request that
+// moves, see Mover).
+func (c *core) open(ctx context.Context, s dialSlot, in *Intents,
 	dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) (*entry, error) {
-	c.measureOthers(s)
+	c.prepareOthers(s, in, dial)
 	pc, raw, err := dial(ctx, s.choice)
 	if err == nil && !pc.reserve() {
 		pc.close()
@@ -625,17 +630,77 @@ func (c *core) close() {
 	c.measuring.Wait()
 }
 
+// prepareOthers readies, while s's connection is dialed, the request's
+// other permitted paths for the requests that may follow it.
+//
+// If the pool warms (a Transport) and s is the destination's first
+// connection (none open yet), a spare connection is opened on each other
+// path the request may use that is up, answers, is neither expensive nor
+// constrained, and which the request does not avoid, as far as the limits
+// allow: its handshake measures the path's RTT, and a request the policy
+// sends there later finds the connection open, a round trip sooner (two
+// with TLS), its handshakes done while the first path fetched the first
+// response. A policy weighing a new connection on an unknown path against
+// queueing on a known one otherwise stays on the known one for a page's
+// first requests. An unused spare is an idle connection like any other:
+// closed by the idle limits, or to make room at the host's limit. At most
+// one per path each time a destination is first contacted: its
+// connections after the first do not warm again.
+//
+// Every other path that has no RTT yet and gets no spare is measured with
+// a bare handshake (see measureOthers).
+func (c *core) prepareOthers(s dialSlot, in *Intents, dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) {
+	if s.path == nil || len(s.permitted) < 2 || s.dest.Network != "tcp" {
+		return
+	}
+	var spares []dialSlot
+	if c.warm && in != nil && dial != nil {
+		c.mu.Lock()
+		if !c.closed && len(c.entries[s.key]) == 0 {
+			for _, p := range s.permitted {
+				if p.Name != s.path.Name && warmable(p, in) && c.dialing[dialKey{s.key, p}] == 0 && c.roomFor(s.key) {
+					spares = append(spares, c.takeDialSlot(s.key, s.dest, s.permitted, Choice{Path: p, Fresh: true}, 0))
+				}
+			}
+		}
+		c.mu.Unlock()
+	}
+	for _, sp := range spares {
+		c.measuring.Go(func() { c.openSpare(sp, warmTimeout, dial) })
+	}
+	c.measureOthers(s, spares)
+}
+
+// warmTimeout bounds the dial of a warmed spare connection: it holds a
+// place in the limits while it dials, and a handshake this slow has
+// measured a retransmission, not the path (see probeRTTTimeout).
+const warmTimeout = probeRTTTimeout
+
+// warmable reports whether a spare connection for a request with intents
+// in may be opened on p before the request's policy sent anything there
+// (see prepareOthers): not where a connection costs (expensive or
+// constrained), nor where the request would rather not go.
+func warmable(p *Path, in *Intents) bool {
+	if !p.Up || !responsive(p) || p.Expensive || p.Constrained {
+		return false
+	}
+	l, _ := effectiveLevel(in, p)
+	return l != LevelAvoid && l != LevelProhibit
+}
+
 // measureOthers measures, while s's connection is dialed, the RTT of the
-// request's other permitted paths that have none yet: a policy that knows
-// no RTT for a path either avoids it (and never learns) or tries it with a
-// request (which waits for it if the path is slow). A bare handshake, one
-// per path at a time, tells it at the cost of a SYN.
-func (c *core) measureOthers(s dialSlot) {
+// request's other permitted paths that have none yet and no spare
+// connection dialing (spares): a policy that knows no RTT for a path
+// either avoids it (and never learns) or tries it with a request (which
+// waits for it if the path is slow). A bare handshake, one per path at a
+// time, tells it at the cost of a SYN.
+func (c *core) measureOthers(s dialSlot, spares []dialSlot) {
 	if c.measure == nil || s.path == nil || s.dest.Network != "tcp" {
 		return
 	}
 	for _, p := range s.permitted {
-		if p == s.path || !p.Up || p.est == nil || p.Estimate().Measured || !p.est.StartProbe() {
+		if p == s.path || !p.Up || p.est == nil || p.Estimate().Measured ||
+			slices.ContainsFunc(spares, func(sp dialSlot) bool { return sp.path == p }) || !p.est.StartProbe() {
 			continue
 		}
 		c.measuring.Go(func() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -766,12 +767,90 @@ func TestMeasureOthers(t *testing.T) {
 		<-release
 	}
 	slot := dialSlot{path: dialed, dest: testDest, permitted: []*Path{dialed, unknown, known, down}}
-	c.measureOthers(slot)
-	c.measureOthers(slot) // while the first is under way: nothing more
+	c.measureOthers(slot, nil)
+	c.measureOthers(slot, nil) // while the first is under way: nothing more
 	close(release)
 	c.measuring.Wait()
 	assert.Equal(t, []string{"unknown"}, measured, "a prohibited path is not in permitted, so never measured")
 	c.close()
+}
+
+// A Transport's pool opens, with a destination's first connection, an idle
+// spare connection on each other path the request may use and would not
+// rather avoid, within the limits; where it cannot (limits, cost, the
+// request's avoidance), a path that has no RTT yet is measured with a bare
+// handshake instead. The destination's later connections warm nothing.
+func TestWarmOthers(t *testing.T) {
+	path := func(name string) *Path {
+		return &Path{Name: name, Type: TypeWired, Up: true, est: estimate.New(0, 0)}
+	}
+	dialed, spare, costly, avoided := path("dialed"), path("spare"), path("costly"), path("avoided")
+	costly.Expensive = true
+	permitted := []*Path{dialed, spare, costly, avoided}
+	in := Intents{Interfaces: map[string]Level{"avoided": LevelAvoid}}
+	run := func(t *testing.T, perHost int) (c *core, warmed, measured []string) {
+		c = newCore(nil, limits{maxPerHost: perHost, idleTimeout: time.Minute})
+		c.warm = true
+		var mu sync.Mutex
+		c.measure = func(ctx context.Context, p *Path, dest Destination) {
+			mu.Lock()
+			measured = append(measured, p.Name)
+			mu.Unlock()
+		}
+		dial := func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
+			mu.Lock()
+			warmed = append(warmed, ch.Path.Name)
+			mu.Unlock()
+			return &fakeConn{}, nil, nil
+		}
+		c.mu.Lock()
+		s := c.takeDialSlot("k", testDest, permitted, Choice{Path: dialed}, 0) // the request's own
+		c.mu.Unlock()
+		c.prepareOthers(s, &in, dial)
+		c.measuring.Wait()
+		c.mu.Lock()
+		c.endDial(s, false)
+		c.mu.Unlock()
+		slices.Sort(measured)
+		return c, warmed, measured
+	}
+
+	t.Run("room", func(t *testing.T) {
+		c, warmed, measured := run(t, 6)
+		defer c.close()
+		assert.Equal(t, []string{"spare"}, warmed)
+		assert.Equal(t, []string{"avoided", "costly"}, measured, "no spare where it costs or is avoided: a bare handshake")
+		c.mu.Lock()
+		es := slices.Clone(c.entries["k"])
+		total := c.total
+		c.mu.Unlock()
+		require.Len(t, es, 1)
+		assert.Equal(t, "spare", es[0].path.Name)
+		assert.False(t, es[0].idleSince.IsZero(), "idle from the start")
+		assert.Equal(t, 1, total, "the spare counts in the limits")
+		assert.Zero(t, spare.Estimate().Active, "nor is it load on its path")
+
+		// The destination has a connection now: its next one warms nothing.
+		var again []string
+		c.mu.Lock()
+		s := c.takeDialSlot("k", testDest, permitted, Choice{Path: dialed}, 0)
+		c.mu.Unlock()
+		c.prepareOthers(s, &in, func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
+			again = append(again, ch.Path.Name)
+			return &fakeConn{}, nil, nil
+		})
+		c.measuring.Wait()
+		c.mu.Lock()
+		c.endDial(s, false)
+		c.mu.Unlock()
+		assert.Empty(t, again)
+	})
+	t.Run("at the host limit", func(t *testing.T) {
+		c, warmed, measured := run(t, 1)
+		defer c.close()
+		assert.Empty(t, warmed, "the request's own dial fills the limit")
+		assert.Equal(t, []string{"avoided", "costly", "spare"}, measured)
+	})
 }
 
 // A request whose size is its origin's mean is decided with the mean as it

@@ -34,11 +34,17 @@ import (
 // recent responses, looked up again each time the request is decided
 // (DecisionInfo.SizeSource says which). Once a response's headers are in,
 // its Content-Length is what its connection and path are known to owe.
-// While it dials a request's connection on one path, it measures the RTT
-// of the request's other permitted paths that no transfer has measured
-// yet with a bare TCP handshake (opened and closed at once, one at a time
-// per path; not through a proxy, nor with Base's own dialer), so that a
-// policy knows them before it sends a request their way.
+// While it dials a destination's first connection on one path, it opens
+// a spare connection to the destination on each of the request's other
+// permitted paths (within the connection limits; not on an expensive or
+// constrained path, one the request avoids, nor with Base's own dialer):
+// its handshake measures the path's RTT, so that a policy knows it before
+// it sends a request that way, and a request sent there finds the
+// connection open, one round trip sooner (two with TLS). An unused spare
+// is an idle connection like the others, closed by the idle limits or to
+// make room at MaxConnsPerHost. A path that gets no spare and that no
+// transfer has measured yet is measured with a bare TCP handshake (opened
+// and closed at once, one at a time per path; not through a proxy).
 //
 // The protocol work stays in net/http: each connection is an
 // *http.ClientConn (Go 1.26's Transport.NewClientConn) made by an inner
@@ -359,6 +365,7 @@ func (t *Transport) init() {
 		t.core.measure = func(ctx context.Context, p *Path, dest Destination) {
 			measurePath(ctx, dialer, proxy, m, p, dest)
 		}
+		t.core.warm = true
 	}
 	if t.Manager != nil {
 		// A Transport dropped without Close still ends its subscription
@@ -639,7 +646,7 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 		var g grant
 		if moving {
 			moving = false
-			e, err := t.core.open(ctx, moveSlot, dial)
+			e, err := t.core.open(ctx, moveSlot, nil, dial)
 			if err != nil && (ctx.Err() != nil || errors.Is(err, ErrPoolClosed)) {
 				closeBody(req)
 				return nil, err

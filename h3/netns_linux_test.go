@@ -306,7 +306,8 @@ func TestNetnsHTTP3MigrationChild(t *testing.T) {
 	assert.Equal(t, []netip.Addr{netip.MustParseAddr("10.71.1.1")}, local, "one connection, opened on path 1")
 	stats := tr.Stats()
 	assert.EqualValues(t, 1, stats["p2"].Migrated, "the connection moved to path 2")
-	assert.Equal(t, 1, stats["p2"].Idle, "and stays there")
+	assert.Equal(t, 2, stats["p2"].Idle, "and stays there, beside the spare opened with it")
+	assert.EqualValues(t, 1, stats["p2"].Dials, "the spare: the connection that moved was dialed on path 1")
 }
 
 // watchedReader reads r and tells watch how much it has read so far.
