@@ -159,12 +159,25 @@ const InitialWindow = 10 * 1448
 // first of which came with the first byte; a transfer that took more than
 // twice the remaining rounds at the minimum RTT was held back by the path.
 // A quicker one was held back by the sender's window (small objects, long
-// RTTs), so its rate only bounds the capacity from below. Transfers of one
-// initial window or less are ignored: their bytes arrive in one burst,
-// often already buffered by the receiver, and their pace tells nothing but
-// the host's speed.
+// RTTs), so its rate only bounds the capacity from below.
+//
+// A transfer of one initial window or less arrives in one burst, at the
+// pace of the sender or of the path, whichever is slower: a sender
+// without pacing sends it back to back, and Linux's BBR paces its first
+// window at 2.89 windows per RTT. A burst that arrived slower than half
+// that pace was spread by the path's bottleneck, as a packet train is:
+// its rate is the path's capacity (a page's first response, a few
+// kilobytes, tells a 2 Mbit/s path from a 20 Mbit/s one before the page's
+// objects are placed). A quicker one says nothing: the sender's pace, or
+// bytes buffered before the reader came, which only make a burst look
+// faster than the path. Bursts under minBurst are too few packets to
+// time.
 func (p *Path) AddTransfer(bytes, pathBytes int64, d time.Duration) {
-	if bytes <= InitialWindow || d <= 0 {
+	if d <= 0 {
+		return
+	}
+	if bytes <= InitialWindow {
+		p.addBurst(bytes, pathBytes, d)
 		return
 	}
 	p.mu.Lock()
@@ -178,6 +191,34 @@ func (p *Path) AddTransfer(bytes, pathBytes int64, d time.Duration) {
 	if d.Seconds() > 2*rounds*time.Duration(minRTT).Seconds() {
 		p.shown = true
 	}
+}
+
+// minBurst is the smallest burst whose spread AddTransfer times: four
+// segments.
+const minBurst = 4 * 1448
+
+// burstPace is the fraction of an initial window per minimum RTT below
+// which a burst's rate was the path's, not the sender's (see AddTransfer):
+// half of BBR's startup gain of 2.89.
+const burstPace = 2.89 / 2
+
+// addBurst is AddTransfer for a transfer of one initial window or less.
+func (p *Path) addBurst(bytes, pathBytes int64, d time.Duration) {
+	if bytes < minBurst {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	minRTT, ok := p.minRTT.get()
+	if !ok {
+		return
+	}
+	n := max(bytes, pathBytes)
+	if float64(n)/d.Seconds() >= burstPace*InitialWindow/time.Duration(minRTT).Seconds() {
+		return
+	}
+	p.addDelivery(n, d)
+	p.shown = true
 }
 
 // Delivered counts n more bytes delivered on the path and returns the

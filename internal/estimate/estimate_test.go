@@ -119,10 +119,9 @@ func TestTransferShowsCapacityOnlyWhenThePathHeldItBack(t *testing.T) {
 	// 100 kB: slow start needs 3 rounds, 2 after the first byte (40 ms).
 	p.AddTransfer(100_000, 0, 50*time.Millisecond)
 	assert.False(t, p.Snapshot().CapacityShown, "quick enough for slow start alone: a floor")
-	p.AddTransfer(10_000, 0, time.Second)
-	assert.False(t, p.Snapshot().CapacityShown, "within the initial window: a floor")
 	p.AddTransfer(10_000, 0, time.Microsecond)
-	assert.InDelta(t, 16e6, p.Snapshot().MaxRate, 1, "one window in a burst is no rate sample")
+	assert.InDelta(t, 16e6, p.Snapshot().MaxRate, 1, "one window in a burst at the sender's pace is no rate sample")
+	assert.False(t, p.Snapshot().CapacityShown)
 	p.AddTransfer(100_000, 0, 400*time.Millisecond)
 	s := p.Snapshot()
 	assert.True(t, s.CapacityShown, "ten times slow start's time: the path held it back")
@@ -140,4 +139,34 @@ func TestTransfersBesideEachOtherSampleThePathsRate(t *testing.T) {
 	}
 	p.AddTransfer(100_000, p.Delivered(0)-start, 400*time.Millisecond)
 	assert.InDelta(t, 4e6, p.Snapshot().MaxRate, 1, "200 kB in 400 ms, not 100 kB")
+}
+
+// A burst of less than an initial window shows the path's capacity only
+// where it arrived slower than a sender paces its first window (half of
+// 2.89 windows per RTT): then the path's bottleneck spread it.
+func TestBurstShowsCapacityOnlyWhenSlowerThanTheSendersPace(t *testing.T) {
+	p := New(0, 0)
+	p.AddTransfer(10_000, 0, 40*time.Millisecond)
+	assert.False(t, p.Snapshot().CapacityShown, "without an RTT nothing tells")
+	p.AddRTT(50 * time.Millisecond)
+	// The pace of the first window on a 50 ms path: 1.445 · 14480 B /
+	// 50 ms = 418 kB/s, 3.35 Mbit/s.
+	p.AddTransfer(10_000, 0, 20*time.Millisecond)
+	assert.False(t, p.Snapshot().CapacityShown, "4 Mbit/s: as fast as the sender paces, a floor")
+	assert.Zero(t, p.Snapshot().MaxRate, "and no rate sample")
+	p.AddTransfer(4000, 0, 100*time.Millisecond)
+	assert.False(t, p.Snapshot().CapacityShown, "too few segments to time")
+	p.AddTransfer(10_000, 0, 40*time.Millisecond)
+	s := p.Snapshot()
+	assert.True(t, s.CapacityShown, "2 Mbit/s: the path spread the burst")
+	assert.InDelta(t, 2e6, s.MaxRate, 1)
+
+	// On a 10 ms path the sender paces a window at 16.7 Mbit/s: a burst at
+	// 8 Mbit/s was held back by the path.
+	q := New(0, 0)
+	q.AddRTT(10 * time.Millisecond)
+	q.AddTransfer(10_000, 0, 4*time.Millisecond)
+	assert.False(t, q.Snapshot().CapacityShown, "20 Mbit/s")
+	q.AddTransfer(10_000, 0, 10*time.Millisecond)
+	assert.True(t, q.Snapshot().CapacityShown, "8 Mbit/s")
 }
