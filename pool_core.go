@@ -637,7 +637,7 @@ func (c *core) close() {
 // connection (none open yet), a spare connection is opened on each other
 // path the request may use that is up, answers, is neither expensive nor
 // constrained, and which the request does not avoid, as far as the limits
-// allow: its handshake measures the path's RTT, and a request the policy
+// allow (and if idle connections are kept at all): its handshake measures the path's RTT, and a request the policy
 // sends there later finds the connection open, a round trip sooner (two
 // with TLS), its handshakes done while the first path fetched the first
 // response. A policy weighing a new connection on an unknown path against
@@ -654,7 +654,7 @@ func (c *core) prepareOthers(s dialSlot, in *Intents, dial func(ctx context.Cont
 		return
 	}
 	var spares []dialSlot
-	if c.warm && in != nil && dial != nil {
+	if c.warm && in != nil && dial != nil && c.idlePerHost >= 0 { // negative: no idle connection is kept
 		c.mu.Lock()
 		if !c.closed && len(c.entries[s.key]) == 0 {
 			for _, p := range s.permitted {

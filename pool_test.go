@@ -788,8 +788,8 @@ func TestWarmOthers(t *testing.T) {
 	costly.Expensive = true
 	permitted := []*Path{dialed, spare, costly, avoided}
 	in := Intents{Interfaces: map[string]Level{"avoided": LevelAvoid}}
-	run := func(t *testing.T, perHost int) (c *core, warmed, measured []string) {
-		c = newCore(nil, limits{maxPerHost: perHost, idleTimeout: time.Minute})
+	run := func(t *testing.T, l limits) (c *core, warmed, measured []string) {
+		c = newCore(nil, l)
 		c.warm = true
 		var mu sync.Mutex
 		c.measure = func(ctx context.Context, p *Path, dest Destination) {
@@ -816,7 +816,7 @@ func TestWarmOthers(t *testing.T) {
 	}
 
 	t.Run("room", func(t *testing.T) {
-		c, warmed, measured := run(t, 6)
+		c, warmed, measured := run(t, limits{maxPerHost: 6, idleTimeout: time.Minute})
 		defer c.close()
 		assert.Equal(t, []string{"spare"}, warmed)
 		assert.Equal(t, []string{"avoided", "costly"}, measured, "no spare where it costs or is avoided: a bare handshake")
@@ -846,9 +846,15 @@ func TestWarmOthers(t *testing.T) {
 		assert.Empty(t, again)
 	})
 	t.Run("at the host limit", func(t *testing.T) {
-		c, warmed, measured := run(t, 1)
+		c, warmed, measured := run(t, limits{maxPerHost: 1, idleTimeout: time.Minute})
 		defer c.close()
 		assert.Empty(t, warmed, "the request's own dial fills the limit")
+		assert.Equal(t, []string{"avoided", "costly", "spare"}, measured)
+	})
+	t.Run("no idle connections kept", func(t *testing.T) {
+		c, warmed, measured := run(t, limits{idlePerHost: -1, idleTimeout: time.Minute})
+		defer c.close()
+		assert.Empty(t, warmed, "a spare would be closed as soon as it was open")
 		assert.Equal(t, []string{"avoided", "costly", "spare"}, measured)
 	})
 }

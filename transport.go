@@ -36,9 +36,9 @@ import (
 // its Content-Length is what its connection and path are known to owe.
 // While it dials a destination's first connection on one path, it opens
 // a spare connection to the destination on each of the request's other
-// permitted paths (within the connection limits; not on an expensive or
-// constrained path, one the request avoids, nor with Base's own dialer):
-// its handshake measures the path's RTT, so that a policy knows it before
+// permitted paths (within the connection limits, and where idle ones are
+// kept; not on an expensive or constrained path, one the request avoids,
+// nor with Base's own dialer): its handshake measures the path's RTT, so that a policy knows it before
 // it sends a request that way, and a request sent there finds the
 // connection open, one round trip sooner (two with TLS). An unused spare
 // is an idle connection like the others, closed by the idle limits or to
