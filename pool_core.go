@@ -637,15 +637,14 @@ func (c *core) close() {
 // connection (none open yet), a spare connection is opened on each other
 // path the request may use that is up, answers, is neither expensive nor
 // constrained, and which the request does not avoid, as far as the limits
-// allow (and if idle connections are kept at all): its handshake measures the path's RTT, and a request the policy
-// sends there later finds the connection open, a round trip sooner (two
-// with TLS), its handshakes done while the first path fetched the first
-// response. A policy weighing a new connection on an unknown path against
-// queueing on a known one otherwise stays on the known one for a page's
-// first requests. An unused spare is an idle connection like any other:
-// closed by the idle limits, or to make room at the host's limit. At most
-// one per path each time a destination is first contacted: its
-// connections after the first do not warm again.
+// allow and if idle connections are kept at all: its handshake measures
+// the path's RTT, and a request the policy sends there later finds the
+// connection open, a round trip sooner (two with TLS), its handshakes
+// done while the first path fetched the first response. An unused spare
+// is an idle connection like any other: closed by the idle limits, or to
+// make room at the host's limit. At most one per path each time a
+// destination is first contacted: its connections after the first do not
+// warm again.
 //
 // Every other path that has no RTT yet and gets no spare is measured with
 // a bare handshake (see measureOthers).
