@@ -329,9 +329,15 @@ func (c *core) warmSpareLocked(e *entry) {
 	if to == nil {
 		return
 	}
-	s := c.takeDialSlot(e.key, e.dest, e.permitted, Choice{Path: to, Fresh: true}, 0)
-	dial := e.dial
-	c.measuring.Go(func() { c.openSpare(s, spareTimeout, dial) })
+	c.openSpareLocked(e.key, e.dest, e.permitted, to, spareTimeout, e.dial)
+}
+
+// openSpareLocked takes the place in the limits of a spare connection to
+// key on p and opens it in the background (see openSpare), under c.mu.
+func (c *core) openSpareLocked(key string, dest Destination, permitted []*Path, p *Path, timeout time.Duration,
+	dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) {
+	s := c.takeDialSlot(key, dest, permitted, Choice{Path: p, Fresh: true}, 0)
+	c.measuring.Go(func() { c.openSpare(s, timeout, dial) })
 }
 
 // allPermit reports whether every one of ins permits p.

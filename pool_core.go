@@ -652,22 +652,20 @@ func (c *core) prepareOthers(s dialSlot, in *Intents, dial func(ctx context.Cont
 	if s.path == nil || len(s.permitted) < 2 || s.dest.Network != "tcp" {
 		return
 	}
-	var spares []dialSlot
+	var warmed []*Path
 	if c.warm && in != nil && dial != nil && c.idlePerHost >= 0 { // negative: no idle connection is kept
 		c.mu.Lock()
 		if !c.closed && len(c.entries[s.key]) == 0 {
 			for _, p := range s.permitted {
 				if p.Name != s.path.Name && warmable(p, in) && c.dialing[dialKey{s.key, p}] == 0 && c.roomFor(s.key) {
-					spares = append(spares, c.takeDialSlot(s.key, s.dest, s.permitted, Choice{Path: p, Fresh: true}, 0))
+					c.openSpareLocked(s.key, s.dest, s.permitted, p, warmTimeout, dial)
+					warmed = append(warmed, p)
 				}
 			}
 		}
 		c.mu.Unlock()
 	}
-	for _, sp := range spares {
-		c.measuring.Go(func() { c.openSpare(sp, warmTimeout, dial) })
-	}
-	c.measureOthers(s, spares)
+	c.measureOthers(s, warmed)
 }
 
 // warmTimeout bounds the dial of a warmed spare connection: it holds a
@@ -689,17 +687,17 @@ func warmable(p *Path, in *Intents) bool {
 
 // measureOthers measures, while s's connection is dialed, the RTT of the
 // request's other permitted paths that have none yet and no spare
-// connection dialing (spares): a policy that knows no RTT for a path
+// connection dialing (warmed): a policy that knows no RTT for a path
 // either avoids it (and never learns) or tries it with a request (which
 // waits for it if the path is slow). A bare handshake, one per path at a
 // time, tells it at the cost of a SYN.
-func (c *core) measureOthers(s dialSlot, spares []dialSlot) {
+func (c *core) measureOthers(s dialSlot, warmed []*Path) {
 	if c.measure == nil || s.path == nil || s.dest.Network != "tcp" {
 		return
 	}
 	for _, p := range s.permitted {
 		if p == s.path || !p.Up || p.est == nil || p.Estimate().Measured ||
-			slices.ContainsFunc(spares, func(sp dialSlot) bool { return sp.path == p }) || !p.est.StartProbe() {
+			slices.Contains(warmed, p) || !p.est.StartProbe() {
 			continue
 		}
 		c.measuring.Go(func() {

@@ -788,29 +788,35 @@ func TestWarmOthers(t *testing.T) {
 	costly.Expensive = true
 	permitted := []*Path{dialed, spare, costly, avoided}
 	in := Intents{Interfaces: map[string]Level{"avoided": LevelAvoid}}
+	// dialOnce has c dial a request's own connection on dialed, and
+	// returns the paths it opened spares on meanwhile.
+	dialOnce := func(c *core) (warmed []string) {
+		var mu sync.Mutex
+		c.mu.Lock()
+		s := c.takeDialSlot("k", testDest, permitted, Choice{Path: dialed}, 0)
+		c.mu.Unlock()
+		c.prepareOthers(s, &in, func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			warmed = append(warmed, ch.Path.Name)
+			return &fakeConn{}, nil, nil
+		})
+		c.measuring.Wait()
+		c.mu.Lock()
+		c.endDial(s, false)
+		c.mu.Unlock()
+		return warmed
+	}
 	run := func(t *testing.T, l limits) (c *core, warmed, measured []string) {
 		c = newCore(nil, l)
 		c.warm = true
 		var mu sync.Mutex
 		c.measure = func(ctx context.Context, p *Path, dest Destination) {
 			mu.Lock()
+			defer mu.Unlock()
 			measured = append(measured, p.Name)
-			mu.Unlock()
 		}
-		dial := func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
-			mu.Lock()
-			warmed = append(warmed, ch.Path.Name)
-			mu.Unlock()
-			return &fakeConn{}, nil, nil
-		}
-		c.mu.Lock()
-		s := c.takeDialSlot("k", testDest, permitted, Choice{Path: dialed}, 0) // the request's own
-		c.mu.Unlock()
-		c.prepareOthers(s, &in, dial)
-		c.measuring.Wait()
-		c.mu.Lock()
-		c.endDial(s, false)
-		c.mu.Unlock()
+		warmed = dialOnce(c)
 		slices.Sort(measured)
 		return c, warmed, measured
 	}
@@ -831,19 +837,7 @@ func TestWarmOthers(t *testing.T) {
 		assert.Zero(t, spare.Estimate().Active, "nor is it load on its path")
 
 		// The destination has a connection now: its next one warms nothing.
-		var again []string
-		c.mu.Lock()
-		s := c.takeDialSlot("k", testDest, permitted, Choice{Path: dialed}, 0)
-		c.mu.Unlock()
-		c.prepareOthers(s, &in, func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
-			again = append(again, ch.Path.Name)
-			return &fakeConn{}, nil, nil
-		})
-		c.measuring.Wait()
-		c.mu.Lock()
-		c.endDial(s, false)
-		c.mu.Unlock()
-		assert.Empty(t, again)
+		assert.Empty(t, dialOnce(c))
 	})
 	t.Run("at the host limit", func(t *testing.T) {
 		c, warmed, measured := run(t, limits{maxPerHost: 1, idleTimeout: time.Minute})
