@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/perf/benchfmt"
 
 	"github.com/sockintents/intents/internal/pageload"
 	"github.com/sockintents/intents/internal/testbed"
@@ -56,6 +57,65 @@ func TestParseScenarios(t *testing.T) {
 	for _, bad := range []string{"", "fast", "6M/20ms", "6M+5M", "6M/20ms+5M/0ms", "x/20ms+5M/20ms"} {
 		_, err := parseScenarios(bad)
 		assert.Error(t, err, "%q", bad)
+	}
+}
+
+// The loads, written in the Go benchmark format, read back as benchstat
+// reads them: one result per load, keyed by its cell and contender, with
+// the page load time and its ratio to the cell's bound.
+func TestLoadsInTheBenchmarkFormat(t *testing.T) {
+	scens, err := parseScenarios("6M/20ms+5M/50ms")
+	require.NoError(t, err)
+	w, err := pageload.Parse("32x100KB", 1)
+	require.NoError(t, err)
+	records := []record{
+		{Scenario: scens[0].Name, Workload: w.Name, Contender: "eaf", Rep: 0, PLT: 2700 * time.Millisecond, Retransmits: 3},
+		{Scenario: scens[0].Name, Workload: w.Name, Contender: "eaf", Rep: 1, PLT: 2800 * time.Millisecond, Retransmits: 5, Timeouts: 1},
+		{Scenario: scens[0].Name, Workload: w.Name, Contender: "rr", Rep: 0, PLT: 2600 * time.Millisecond},
+	}
+	res := newResults(scens, []pageload.Workload{w}, []string{"eaf", "rr"}, records)
+	dir := t.TempDir()
+	require.NoError(t, res.write(dir))
+	f, err := os.Open(filepath.Join(dir, "loads.txt"))
+	require.NoError(t, err)
+	defer f.Close()
+	bound := res.bound[cellKey{scens[0].Name, w.Name}]
+	require.Positive(t, bound)
+	r := benchfmt.NewReader(f, "loads.txt")
+	var got []*benchfmt.Result
+	for r.Scan() {
+		switch rec := r.Result().(type) {
+		case *benchfmt.Result:
+			got = append(got, rec.Clone())
+		case *benchfmt.SyntaxError:
+			t.Fatal(rec)
+		}
+	}
+	require.NoError(t, r.Err())
+	require.Len(t, got, len(records), "a result per load")
+	for i, rec := range records {
+		g := got[i]
+		base, parts := g.Name.Parts()
+		assert.Equal(t, "PageLoad", string(base))
+		var names []string
+		for _, p := range parts {
+			names = append(names, string(p))
+		}
+		assert.Equal(t, []string{"/scenario=6M:20ms+5M:50ms", "/page=32×100KB", "/queue=1", "/contender=" + rec.Contender}, names,
+			"the cell's slashes do not split the name")
+		assert.Equal(t, "linux", g.GetConfig("goos"))
+		plt, ok := g.Value("sec/op")
+		require.True(t, ok, "the page load time")
+		assert.InDelta(t, rec.PLT.Seconds(), plt, 1e-9)
+		ratio, ok := g.Value("plt/bound")
+		require.True(t, ok)
+		assert.InDelta(t, rec.PLT.Seconds()/bound.Seconds(), ratio, 1e-4)
+		n, ok := g.Value("retransmits")
+		require.True(t, ok)
+		assert.EqualValues(t, rec.Retransmits, n)
+		n, ok = g.Value("timeouts")
+		require.True(t, ok)
+		assert.EqualValues(t, rec.Timeouts, n)
 	}
 }
 

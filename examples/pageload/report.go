@@ -9,11 +9,13 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -189,10 +191,13 @@ func (r *results) speedups(c string) []float64 {
 	return out
 }
 
-// write saves loads.csv, summary.csv, plt.svg and speedup-ecdf.svg (and
-// PNGs of the plots) in dir.
+// write saves loads.csv, loads.txt, summary.csv, plt.svg and
+// speedup-ecdf.svg (and PNGs of the plots) in dir.
 func (r *results) write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := r.writeBench(filepath.Join(dir, "loads.txt")); err != nil {
 		return err
 	}
 	loads := [][]string{{"scenario", "workload", "contender", "rep", "plt_s", "bytes", "lower_bound_s", "objects_per_path", "server_retransmits", "server_timeouts", "moved", "split", "queue_bdp"}}
@@ -227,6 +232,44 @@ func (r *results) write(dir string) error {
 		return err
 	}
 	return r.plotECDF(filepath.Join(dir, "speedup-ecdf.svg"))
+}
+
+// writeBench saves the loads in the Go benchmark format, one result line
+// per load, so that benchstat (golang.org/x/perf/cmd/benchstat) compares
+// the runs of two builds taking turns cell by cell: medians, confidence
+// intervals and a significance test (Mann-Whitney U), rather than ranges
+// read by eye. Each line's name keys the cell
+// (BenchmarkPageLoad/scenario=…/page=…/queue=…/contender=…); its values are
+// the page load time, its ratio to the cell's lower bound, and the
+// server's retransmissions and timeouts.
+func (r *results) writeBench(name string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "goos: %s\ngoarch: %s\npkg: github.com/sockintents/intents/examples/pageload\n", runtime.GOOS, runtime.GOARCH)
+	for _, rec := range r.records {
+		k := cellKey{rec.Scenario, rec.Workload}
+		ratio := 0.0
+		if bound := r.bound[k]; bound > 0 {
+			ratio = rec.PLT.Seconds() / bound.Seconds()
+		}
+		fmt.Fprintf(&b, "BenchmarkPageLoad/scenario=%s/page=%s/queue=%s/contender=%s 1 %d ns/op %.4f plt/bound %d retransmits %d timeouts\n",
+			benchKey(rec.Scenario), benchKey(rec.Workload), bdps(r.queue[rec.Scenario]), benchKey(rec.Contender),
+			rec.PLT.Nanoseconds(), ratio, rec.Retransmits, rec.Timeouts)
+	}
+	return os.WriteFile(name, []byte(b.String()), 0o644)
+}
+
+// benchKey makes s a value in a benchmark name: a slash would start a new
+// part of the name (cells are written 6M/20ms+5M/50ms), a space end it.
+func benchKey(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '/':
+			return ':'
+		case unicode.IsSpace(r):
+			return '_'
+		}
+		return r
+	}, s)
 }
 
 func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 4, 64) }
