@@ -170,8 +170,11 @@ const InitialWindow = 10 * 1448
 // kilobytes, tells a 2 Mbit/s path from a 20 Mbit/s one before the page's
 // objects are placed). A quicker one says nothing: the sender's pace, or
 // bytes buffered before the reader came, which only make a burst look
-// faster than the path. Bursts under minBurst are too few packets to
-// time.
+// faster than the path. Nor does one spread over more than maxBurstRTTs
+// minimum RTTs: a server that sends a small body in pieces (think time,
+// a stream of events) or a caller that stops reading midway spreads it
+// too, and the path would be taken for one of a few kbit/s. Bursts under
+// minBurst are too few packets to time.
 func (p *Path) AddTransfer(bytes, pathBytes int64, d time.Duration) {
 	if d <= 0 {
 		return
@@ -197,6 +200,12 @@ func (p *Path) AddTransfer(bytes, pathBytes int64, d time.Duration) {
 // segments.
 const minBurst = 4 * 1448
 
+// maxBurstRTTs bounds the spread of a burst that shows a path's capacity,
+// in minimum RTTs: the slowest path a 10 kB burst tells is then 160 kbit/s
+// at 50 ms, 40 kbit/s at 200 ms; the testbed's slowest spreads a page's
+// root over less than one (2 Mbit/s at 50 ms: 40 ms).
+const maxBurstRTTs = 10
+
 // burstPace is the fraction of an initial window per minimum RTT below
 // which a burst's rate was the path's, not the sender's (see AddTransfer):
 // half of BBR's startup gain of 2.89.
@@ -214,7 +223,7 @@ func (p *Path) addBurst(bytes, pathBytes int64, d time.Duration) {
 		return
 	}
 	n := max(bytes, pathBytes)
-	if float64(n)/d.Seconds() >= burstPace*InitialWindow/time.Duration(minRTT).Seconds() {
+	if float64(n)/d.Seconds() >= burstPace*InitialWindow/time.Duration(minRTT).Seconds() || d > maxBurstRTTs*time.Duration(minRTT) {
 		return
 	}
 	p.addDelivery(n, d)

@@ -143,7 +143,8 @@ func TestTransfersBesideEachOtherSampleThePathsRate(t *testing.T) {
 
 // A burst of less than an initial window shows the path's capacity only
 // where it arrived slower than a sender paces its first window (half of
-// 2.89 windows per RTT): then the path's bottleneck spread it.
+// 2.89 windows per RTT): then the path's bottleneck spread it. And not
+// one spread over more than ten minimum RTTs.
 func TestBurstShowsCapacityOnlyWhenSlowerThanTheSendersPace(t *testing.T) {
 	p := New(0, 0)
 	p.AddTransfer(10_000, 0, 40*time.Millisecond)
@@ -160,6 +161,18 @@ func TestBurstShowsCapacityOnlyWhenSlowerThanTheSendersPace(t *testing.T) {
 	s := p.Snapshot()
 	assert.True(t, s.CapacityShown, "2 Mbit/s: the path spread the burst")
 	assert.InDelta(t, 2e6, s.MaxRate, 1)
+
+	// Spread over more than ten minimum RTTs: a server that sent the body
+	// in pieces, or a reader that paused, not a path of 160 kbit/s.
+	r := New(0, 0)
+	r.AddRTT(50 * time.Millisecond)
+	r.AddTransfer(10_000, 0, 60*time.Second)
+	r.AddTransfer(10_000, 0, 501*time.Millisecond)
+	assert.False(t, r.Snapshot().CapacityShown, "a trickled body says nothing of the path")
+	assert.Zero(t, r.Snapshot().MaxRate)
+	r.AddTransfer(10_000, 0, 500*time.Millisecond)
+	assert.True(t, r.Snapshot().CapacityShown, "ten RTTs: still the path's")
+	assert.InDelta(t, 160e3, r.Snapshot().MaxRate, 1)
 
 	// On a 10 ms path the sender paces a window at 16.7 Mbit/s: a burst at
 	// 8 Mbit/s was held back by the path.
