@@ -38,9 +38,10 @@ import (
 // a spare connection to the destination on each of the request's other
 // permitted paths (within the connection limits, and where idle ones are
 // kept; not on an expensive or constrained path, one the request avoids,
-// nor with Base's own dialer): its handshake measures the path's RTT, so that a policy knows it before
-// it sends a request that way, and a request sent there finds the
-// connection open, one round trip sooner (two with TLS). An unused spare
+// nor with Base's own dialer): its handshake measures the path's RTT, so
+// that a policy knows it before it sends a request that way, and a
+// request sent there finds the connection open, one round trip sooner
+// (two with TLS). An unused spare
 // is an idle connection like the others, closed by the idle limits or to
 // make room at MaxConnsPerHost. A path that gets no spare and that no
 // transfer has measured yet is measured with a bare TCP handshake (opened

@@ -218,12 +218,14 @@ func (p *Path) addBurst(bytes, pathBytes int64, d time.Duration) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	minRTT, ok := p.minRTT.get()
+	v, ok := p.minRTT.get()
 	if !ok {
 		return
 	}
+	minRTT := time.Duration(v)
 	n := max(bytes, pathBytes)
-	if float64(n)/d.Seconds() >= burstPace*InitialWindow/time.Duration(minRTT).Seconds() || d > maxBurstRTTs*time.Duration(minRTT) {
+	atSendersPace := float64(n)/d.Seconds() >= burstPace*InitialWindow/minRTT.Seconds()
+	if atSendersPace || d > maxBurstRTTs*minRTT {
 		return
 	}
 	p.addDelivery(n, d)
