@@ -214,7 +214,7 @@ func (c *core) applyReuse(w *waiter, cand *Candidate, now time.Time) (grant, ste
 	// caller that waits).
 	w.wants = e
 	if c.roomFor(w.key) && w.timer == nil && w.inQueue {
-		c.waitAtMost(w, e)
+		c.waitAtMost(w)
 	}
 	return grant{}, stepWait
 }

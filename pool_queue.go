@@ -169,16 +169,25 @@ func (q *waitQueue) bytesFor(key string, skip *waiter, originTypical, floor int6
 // connection while it could open a new one.
 var maxWaitForBusy = time.Second
 
-// waitAtMost arms w's timer: after maxWaitForBusy, w stops waiting for e
-// and takes its policy's next choice. Under c.mu.
-func (c *core) waitAtMost(w *waiter, e *entry) {
-	w.timer = time.AfterFunc(maxWaitForBusy, func() {
+// waitAtMost arms w's timer: after maxWaitForBusy, w stops waiting for
+// the busy connection it waits for then (the policy may have turned from
+// the one it first waited for to another meanwhile: the bound is on the
+// wait, not on one connection) and takes its policy's next choice. Under
+// c.mu.
+func (c *core) waitAtMost(w *waiter) {
+	var t *time.Timer
+	t = time.AfterFunc(maxWaitForBusy, func() {
 		c.mu.Lock()
-		if w.wants != e || !w.inQueue {
+		if w.timer != t || !w.inQueue { // stopped meanwhile
 			c.mu.Unlock()
 			return
 		}
-		w.timer = nil
+		w.timer = nil // a later wait for a busy connection arms its own
+		e := w.wants
+		if e == nil { // it waits for room now, not for a connection
+			c.mu.Unlock()
+			return
+		}
 		if w.waitedOut == nil {
 			w.waitedOut = map[*entry]bool{}
 		}
@@ -187,6 +196,7 @@ func (c *core) waitAtMost(w *waiter, e *entry) {
 		c.mu.Unlock()
 		c.serve()
 	})
+	w.timer = t
 }
 
 // waiterPool keeps the waiters of requests served at once: most are.

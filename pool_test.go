@@ -910,3 +910,46 @@ func TestPathDownLeavesMPTCPToItsSubflows(t *testing.T) {
 	assert.True(t, multi.removed, "no path left for its subflows")
 	c.mu.Unlock()
 }
+
+// The bound on a wait for a busy connection holds when the policy turns
+// to another busy connection meanwhile: the timer armed for the first
+// ends the wait for the second (before, it found the waiter waiting for
+// another connection and did nothing, and no timer was armed again, so
+// the request waited for the second for as long as it stayed busy, for
+// ever if the caller itself held its body).
+func TestWaitForABusyConnectionEndsAfterTheChoiceChanged(t *testing.T) {
+	defer func(d time.Duration) { maxWaitForBusy = d }(maxWaitForBusy)
+	maxWaitForBusy = 20 * time.Millisecond
+	a := fakePath("a", "10.9.0.1")
+	var want atomic.Uint64
+	want.Store(1)
+	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+		for i := range req.Candidates {
+			if req.Candidates[i].ID == want.Load() {
+				d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
+			}
+		}
+		d.Choices = append(d.Choices, Choice{Path: a, Fresh: true})
+	}))
+	c := poolWith(m, 6, 17, []*Path{a}, busyEntry(1, a), busyEntry(2, a))
+	w := queuedWaiter(100)
+	setQueue(c, w)
+	c.serve()
+	c.mu.Lock()
+	require.Equal(t, uint64(1), w.wants.id, "it waits for connection 1")
+	c.mu.Unlock()
+
+	want.Store(2) // the policy now prefers connection 2, still busy
+	c.serve()
+	c.mu.Lock()
+	require.Equal(t, uint64(2), w.wants.id)
+	c.mu.Unlock()
+
+	select {
+	case g := <-w.ch:
+		assert.True(t, g.dials(), "a new connection: neither busy one freed")
+		c.undo(g)
+	case <-time.After(10 * time.Second): // far beyond the bound: the wait did not end
+		require.Fail(t, "still waiting for connection 2")
+	}
+}
