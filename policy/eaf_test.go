@@ -608,3 +608,25 @@ func TestEAFSplitsATailAcrossAnIdlePath(t *testing.T) {
 	assert.NotContains(t, why, "half")
 	assert.Greater(t, long, int64(4*450_000), why)
 }
+
+// A new connection holds one of a host's few connections for the rest of
+// a page: where a path with fewer connections comes close for this object,
+// it gets the new one (by hand, 10 kB, no queue: p1, 20 ms at 6 Mbit/s =
+// 750 kB/s with five connections busy and 50 kB pending, 40 ms of set-up
+// and (50 kB + 10 kB) / 750 kB/s = 120 ms; p2, 50 ms at 5 Mbit/s = 625 kB/s
+// with one busy and 10 kB pending, 100 ms and 20 kB / 625 kB/s = 132 ms).
+func TestEAFSpreadsNewConnectionsWherePathsComeClose(t *testing.T) {
+	p1 := intents.Estimate{RTT: 20 * time.Millisecond, Bandwidth: 6e6, Pending: 50_000, Active: 5}
+	near := intents.Estimate{RTT: 50 * time.Millisecond, Bandwidth: 5e6, Pending: 10_000, Active: 1}
+	assert.Equal(t, "p2", queuedChoice(t, p1, near, 10_000, 0), "p2, 10 % later with one connection against five, gets the new one")
+	req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 10_000}, Explain: true,
+		Paths: []*intents.Path{{Name: "p1", Up: true, Prior: p1}, {Name: "p2", Up: true, Prior: near}}}
+	var d intents.Decision
+	(&EAF{}).Decide(req, &d)
+	assert.Equal(t, "eaf: p2 new predicted 132ms vs p1 new 120ms (size 10000 B); new connections spread: p2 holds fewer", d.Reason)
+	busy := near
+	busy.Active, busy.Pending = 5, 50_000
+	assert.Equal(t, "p1", queuedChoice(t, p1, busy, 10_000, 0), "as many connections on both: the earliest")
+	far := intents.Estimate{RTT: 200 * time.Millisecond, Bandwidth: 20e6, Pending: 10_000, Active: 1}
+	assert.Equal(t, "p1", queuedChoice(t, p1, far, 10_000, 0), "a 200 ms path is predicted 408 ms, over three times p1's: the earliest")
+}
