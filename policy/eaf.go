@@ -67,8 +67,9 @@ func (e *EAF) Decide(req *intents.Request, d *intents.Decision) {
 		d.Choices = append(d.Choices, o.choice)
 	}
 	d.Reason = reason("eaf", req, opts)
-	if spread && req.Explain {
-		d.Reason += "; new connections spread: " + opts[0].choice.Path.Name + " holds fewer"
+	// idleFirst may have put another option first since.
+	if req.Explain && spread != nil && opts[0].choice.Path == spread && opts[0].mptcp == nil {
+		d.Reason += "; new connections spread: " + spread.Name + " holds fewer"
 	}
 }
 
@@ -474,7 +475,7 @@ const balanceMargin = 0.5
 // balanceNew puts first, in place, a new connection on a path holding
 // fewer active connections (dials included) than the path of the earliest
 // option, if that is a new connection too and the other is predicted
-// within balanceMargin of it; it reports whether it did. A new connection
+// within balanceMargin of it; it returns that path, or nil. A new connection
 // holds one of the host's few for the rest of a page, whose objects are
 // mostly of unknown size when its first connections open (a browser asks
 // for them all at once): given to the path that is a little sooner for
@@ -488,13 +489,13 @@ const balanceMargin = 0.5
 // connections the fast one needed). Where one path is far slower for
 // every object (a 200 ms path beside a 10 ms one), its new connections
 // are never that close.
-func balanceNew(req *intents.Request, models []pathModel, opts []option) bool {
+func balanceNew(req *intents.Request, models []pathModel, opts []option) *intents.Path {
 	if len(opts) < 2 || opts[0].choice.Path == nil || opts[0].mptcp != nil {
-		return false
+		return nil
 	}
 	a := slices.Index(req.Paths, opts[0].choice.Path)
 	if a < 0 {
-		return false
+		return nil
 	}
 	limit := seconds(opts[0].at.Seconds() * (1 + balanceMargin))
 	for i := 1; i < len(opts); i++ {
@@ -508,10 +509,10 @@ func balanceNew(req *intents.Request, models []pathModel, opts []option) bool {
 		if b := slices.Index(req.Paths, o.choice.Path); b >= 0 && models[b].active < models[a].active {
 			copy(opts[1:i+1], opts[:i])
 			opts[0] = o
-			return true
+			return o.choice.Path
 		}
 	}
-	return false
+	return nil
 }
 
 // connShares splits the connections in use on the paths, and one more

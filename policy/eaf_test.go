@@ -2,6 +2,7 @@ package policy
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -629,4 +630,29 @@ func TestEAFSpreadsNewConnectionsWherePathsComeClose(t *testing.T) {
 	assert.Equal(t, "p1", queuedChoice(t, p1, busy, 10_000, 0), "as many connections on both: the earliest")
 	far := intents.Estimate{RTT: 200 * time.Millisecond, Bandwidth: 20e6, Pending: 10_000, Active: 1}
 	assert.Equal(t, "p1", queuedChoice(t, p1, far, 10_000, 0), "a 200 ms path is predicted 408 ms, over three times p1's: the earliest")
+}
+
+// Explained decisions over random loads: idleFirst may put another option
+// before the new connection balanceNew chose (a free connection, say),
+// and the reason then must not name the spread, nor read a path the first
+// choice has not (a reuse has none).
+func TestEAFExplainsASpreadOnlyWhereItStands(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20_000 {
+		req := randomRequest(rng)
+		for _, p := range req.Paths {
+			p.Prior.Active = rng.IntN(6)
+			p.Prior.Pending = int64(rng.IntN(1e6))
+		}
+		req.Queued = []int64{0, 1e5, 1e7}[rng.IntN(3)]
+		req.Explain = true
+		var d intents.Decision
+		(&EAF{}).Decide(req, &d)
+		require.NotEmpty(t, d.Choices)
+		if _, spread, ok := strings.Cut(d.Reason, "new connections spread: "); ok {
+			first := d.Choices[0]
+			require.Nil(t, first.Reuse, d.Reason)
+			require.True(t, strings.HasPrefix(spread, first.Path.Name+" "), d.Reason)
+		}
+	}
 }
