@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // decision is a policy's answer, checked against the intents: every path
@@ -348,7 +349,8 @@ func decisionTrace(ctx context.Context, m *Manager) func(DecisionInfo) {
 				slog.String("dest", net.JoinHostPort(di.Dest.Host, strconv.Itoa(int(di.Dest.Port)))),
 				slog.String("intents", di.Intents.String()),
 				slog.Int("permitted", len(di.Permitted)), slog.Int("candidates", len(di.Candidates)),
-				slog.Any("choices", choices), slog.String("reason", di.Reason), slog.Any("err", di.Err))
+				slog.Any("choices", choices), slog.String("reason", di.Reason), slog.Any("err", di.Err),
+				slog.String("paths", estimatesOf(di.Permitted)))
 		}
 	}
 }
@@ -356,3 +358,34 @@ func decisionTrace(ctx context.Context, m *Manager) func(DecisionInfo) {
 // responsive reports whether p is not marked as carrying nothing (see
 // Estimate.Unresponsive).
 func responsive(p *Path) bool { return p.est == nil || !p.est.Unresponsive() }
+
+// estimatesOf writes the paths' estimates as a decision is logged, for
+// the debug log: what the policy weighed (RTT, "?" if unknown; capacity,
+// "≥" where it is only a floor; active connections; bytes pending).
+func estimatesOf(paths []*Path) string {
+	var b []byte
+	for i, p := range paths {
+		if i > 0 {
+			b = append(b, "; "...)
+		}
+		e := p.Estimate()
+		b = append(b, p.Name...)
+		b = append(b, " rtt="...)
+		if e.RTT > 0 {
+			b = append(b, e.RTT.Round(100*time.Microsecond).String()...)
+		} else {
+			b = append(b, '?')
+		}
+		b = append(b, " capacity="...)
+		if e.BandwidthFloor {
+			b = append(b, "≥"...)
+		}
+		b = strconv.AppendFloat(b, float64(e.Bandwidth)/1e6, 'f', 2, 64)
+		b = append(b, "Mbit/s active="...)
+		b = strconv.AppendInt(b, int64(e.Active), 10)
+		b = append(b, " pending="...)
+		b = strconv.AppendInt(b, e.Pending, 10)
+		b = append(b, 'B')
+	}
+	return string(b)
+}

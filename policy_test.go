@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -88,7 +89,8 @@ func TestDecisionTraceAndLog(t *testing.T) {
 		d.Reason = "first permitted"
 	}))
 	m.cfg.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	paths := []*Path{{Name: "eth0", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.2")}}}
+	paths := []*Path{{Name: "eth0", Type: TypeWired, Up: true, Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.2")},
+		Prior: Estimate{RTT: 20 * time.Millisecond, Bandwidth: 5e6, Active: 2, Pending: 3000}}}
 	m.paths.Store(&paths)
 	var got []DecisionInfo
 	ctx := WithDecisionTrace(context.Background(), func(di DecisionInfo) { got = append(got, di) })
@@ -101,4 +103,5 @@ func TestDecisionTraceAndLog(t *testing.T) {
 	assert.Equal(t, "new on eth0", got[0].Choices[0].String())
 	assert.Contains(t, buf.String(), `msg="intents decision" dest=192.0.2.1:80 intents="category=query"`)
 	assert.Contains(t, buf.String(), `reason="first permitted"`)
+	assert.Contains(t, buf.String(), `paths="eth0 rtt=20ms capacity=5.00Mbit/s active=2 pending=3000B"`, "what the policy weighed")
 }

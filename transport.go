@@ -857,8 +857,11 @@ type countingBody struct {
 	sampleFrom     atomic.Int64 // bytes read by the first Read
 	sampleStart    atomic.Int64 // its time, Unix nanoseconds; 0 before it
 	pathDelivered0 atomic.Int64 // the path's delivered bytes then
-	lastSample     atomic.Int64 // Unix nanoseconds of the last interim sample
-	sampleSpan     atomic.Int64 // minRateSpan of its path, once looked up
+	// pathRx0 is what the path's interface had received then (see
+	// tellPath), 0 where its counters cannot be read.
+	pathRx0    atomic.Int64
+	lastSample atomic.Int64 // Unix nanoseconds of the last interim sample
+	sampleSpan atomic.Int64 // minRateSpan of its path, once looked up
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
@@ -873,6 +876,11 @@ func (b *countingBody) Read(p []byte) (int, error) {
 		if b.sampleStart.Load() == 0 {
 			b.sampleFrom.Store(total)
 			b.pathDelivered0.Store(onPath)
+			if owed := b.expect.Load(); !b.e.mptcp && b.e.path != nil && (owed == 0 || owed > int64(n)) {
+				if rx, ok := ifaceRxBytes(b.e.path.Name); ok {
+					b.pathRx0.Store(rx)
+				}
+			}
 			b.sampleStart.Store(time.Now().UnixNano())
 		} else if err == nil && !b.e.mptcp && b.e.path != nil {
 			b.sampleSoFar()
@@ -953,12 +961,24 @@ func (b *countingBody) sampleSoFar() {
 // connection's bytes came over several paths: its own rate is all it
 // tells, and it is charged to its first path (a policy that uses MPTCP
 // learns nothing else about it).
+//
+// What this library read is not what arrived meanwhile: bytes that came
+// before the first Read, on this connection or the path's others, and are
+// read within d make the path look faster than it is (measured: a
+// 12 Mbit/s path taken for one of 14 to 19). Where the interface's
+// counters can be read, what it received over d bounds both (its headers
+// make it a few percent more than the payload).
 func (b *countingBody) tellPath(n int64, d time.Duration) {
-	pathBytes := int64(0)
+	own, pathBytes := n-b.sampleFrom.Load(), int64(0)
 	if !b.e.mptcp {
 		pathBytes = b.e.path.delivered(0) - b.pathDelivered0.Load()
+		if rx0 := b.pathRx0.Load(); rx0 > 0 {
+			if rx, ok := ifaceRxBytes(b.e.path.Name); ok && rx >= rx0 {
+				own, pathBytes = min(own, rx-rx0), min(pathBytes, rx-rx0)
+			}
+		}
 	}
-	b.e.path.sampleTransfer(n-b.sampleFrom.Load(), pathBytes, d)
+	b.e.path.sampleTransfer(own, pathBytes, d)
 }
 
 func (b *countingBody) Close() error {

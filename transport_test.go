@@ -484,3 +484,25 @@ func TestClientConnSlots(t *testing.T) {
 	c.unreserve()
 	assert.Equal(t, 1, c.available(), "a slot given back unused")
 }
+
+// A path's delivery over a window of ticks is what its interface received
+// where its counters were read at every tick: what this library read
+// includes bytes that had waited in its sockets from before the window
+// (here 20 % more than arrived). Where a tick lacks the counters, the
+// larger of the two counts, as before.
+func TestDeliveryWindowCountsWhatArrived(t *testing.T) {
+	var w deliveryWindow
+	for k := range deliveryTicks {
+		bytes, d, ok := w.add(120_000, 100_000, 100*time.Millisecond)
+		if k < deliveryTicks-1 {
+			assert.False(t, ok, "a window needs %d ticks", deliveryTicks)
+			continue
+		}
+		require.True(t, ok)
+		assert.EqualValues(t, 1_000_000, bytes, "what the interface received")
+		assert.Equal(t, time.Second, d)
+	}
+	bytes, _, ok := w.add(120_000, -1, 100*time.Millisecond) // counters not read at this tick
+	require.True(t, ok)
+	assert.EqualValues(t, 1_200_000, bytes, "the larger, read by this library")
+}

@@ -249,8 +249,12 @@ func client() {
 			if cfg.Trace == c.key && c.m != nil {
 				for _, p := range c.m.Paths() {
 					e := p.Estimate()
-					log.Printf("%s after the load: RTT %v, capacity %.2f Mbit/s, rate %.2f Mbit/s, loss %.3f",
-						p.Name, e.RTT.Round(100*time.Microsecond), float64(e.Bandwidth)/1e6, float64(e.Rate)/1e6, e.Loss)
+					floor := ""
+					if e.BandwidthFloor {
+						floor = " (a floor: no transfer showed it)"
+					}
+					log.Printf("%s after the load: RTT %v, capacity %.2f Mbit/s%s, rate %.2f Mbit/s, loss %.3f",
+						p.Name, e.RTT.Round(100*time.Microsecond), float64(e.Bandwidth)/1e6, floor, float64(e.Rate)/1e6, e.Loss)
 				}
 			}
 			moved := movesOf(c.rt)
