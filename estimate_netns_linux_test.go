@@ -16,10 +16,11 @@ import (
 )
 
 // TestNetnsEstimates checks the passive estimates against an emulated
-// testbed: after a few transfers on each path, the estimated RTT is within
-// 15 % of the path's setting and the estimated capacity within 25 % of its
-// rate; after six transfers at once on each path, the capacity is still no
-// more than the rate (and the headers the interface counts).
+// testbed: after a few transfers on each path, the minimum RTT is within
+// 15 % of the path's setting (the smoothed one, which also holds queueing,
+// within 30 %) and the estimated capacity within 25 % of its rate; after
+// six transfers at once on each path, the capacity is still no more than
+// the rate (and the headers the interface counts).
 func TestNetnsEstimates(t *testing.T) {
 	testbed.SkipIfShort(t, "25 s")
 	tb := testbed.New(t, testbed.Spec{Paths: []testbed.PathSpec{
@@ -67,7 +68,13 @@ func TestNetnsEstimatesChild(t *testing.T) {
 		t.Logf("%s: RTT %v (min %v, set %v), capacity %.2f Mbit/s (set %.2f), loss %.3f",
 			tc.path, e.RTT, e.MinRTT, tc.rtt, float64(e.Bandwidth)/1e6, float64(tc.rate)/1e6, e.Loss)
 		assert.True(t, e.Measured)
-		assert.InEpsilon(t, tc.rtt.Seconds(), e.RTT.Seconds(), 0.15, "%s RTT", tc.path)
+		// The windowed minimum is the path's own delay; the smoothed RTT
+		// also holds what the transfers queued at the link and this
+		// machine's scheduling (measured: 23.4 ms over a 20 ms path while
+		// the race detector's tests ran).
+		assert.InEpsilon(t, tc.rtt.Seconds(), e.MinRTT.Seconds(), 0.15, "%s minimum RTT", tc.path)
+		assert.GreaterOrEqual(t, e.RTT, e.MinRTT, "%s RTT", tc.path)
+		assert.InEpsilon(t, tc.rtt.Seconds(), e.RTT.Seconds(), 0.3, "%s RTT", tc.path)
 		assert.InEpsilon(t, float64(tc.rate), float64(e.Bandwidth), 0.25, "%s capacity", tc.path)
 	}
 
