@@ -262,6 +262,16 @@ func tcpInfoOf(e *entry) (tcpinfo.Info, bool) {
 	return info, err == nil
 }
 
+// unreadOf is how many bytes have arrived on e's socket that nobody has
+// read yet: 0 where that cannot be told (not Linux, not a TCP socket).
+func unreadOf(e *entry) int64 {
+	info, ok := tcpInfoOf(e)
+	if !ok {
+		return 0
+	}
+	return int64(info.Unread)
+}
+
 // deliveryWindow sums a path's delivered bytes over its last few ticks.
 // Single ticks are too short: when loss recovery fills a hole, a burst of
 // buffered data becomes readable at once, and 100 ms after a quiet 100 ms

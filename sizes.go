@@ -17,7 +17,8 @@ const (
 	// URL not seen before (Transport): a page's objects are often alike.
 	SizeFromOrigin = "origin"
 	// SizeFromResponse: the Content-Length of the response arriving, less
-	// what has arrived (a decision whether to move it; see Mover).
+	// what has arrived (read, or on Linux waiting in the socket: a
+	// decision whether to move it; see Mover).
 	SizeFromResponse = "response"
 )
 

@@ -222,6 +222,15 @@ func (b *resumingBody) maybeMove() {
 		return
 	}
 	e := b.cb.e
+	if !multiplexed(e) {
+		// Bytes waiting in the socket have arrived: only the rest is to
+		// come (traced: splits decided for bytes already in, their parts
+		// dropped at the next Read).
+		if left -= min(unreadOf(e), left); left < moveMinBytes {
+			b.move.next = now.Add(moveCheckInterval)
+			return
+		}
+	}
 	ctx, ok, split := b.move.moveTo(b.ctx, e, left, b.cb.rate(now, minRateSpan(e.path)), b.splitRoom())
 	if split.to != nil {
 		b.startSplit(split) // the first part may still move, as a whole response would
