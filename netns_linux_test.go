@@ -343,6 +343,7 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 	case "transport":
 		// The veth paths are alike, so measurements would not tell them
 		// apart: the categories' paths are configured.
+		log := events(make(chan string, 256))
 		m, err := intents.NewManager(intents.Config{
 			Paths: []intents.PathConfig{
 				{Interface: "p1", DNS: []string{"10.71.1.2"}},
@@ -351,6 +352,7 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 			Policy: &policy.ByCategory{Paths: map[intents.Category]string{
 				intents.CategoryQuery: "p1", intents.CategoryBulk: "p2"}},
 			NoWatch: true,
+			Logger:  slog.New(log),
 		})
 		require.NoError(t, err)
 		tr := &intents.Transport{Manager: m}
@@ -367,6 +369,9 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 			assert.EqualValues(t, size, n)
 		}
 		fetch(intents.CategoryQuery, 100)
+		// The spare on p2 is dialed beside the first connection; a bulk
+		// request sent while it still dials would open another.
+		awaitEvent(t, log, "intents: spare connection opened")
 		fetch(intents.CategoryBulk, 1000000)
 		fetch(intents.CategoryQuery, 200)
 		fetch(intents.CategoryBulk, 2000000)
