@@ -2,6 +2,7 @@ package intents
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -369,23 +370,15 @@ func estimatesOf(paths []*Path) string {
 			b = append(b, "; "...)
 		}
 		e := p.Estimate()
-		b = append(b, p.Name...)
-		b = append(b, " rtt="...)
+		rtt, floor := "?", ""
 		if e.RTT > 0 {
-			b = append(b, e.RTT.Round(100*time.Microsecond).String()...)
-		} else {
-			b = append(b, '?')
+			rtt = e.RTT.Round(100 * time.Microsecond).String()
 		}
-		b = append(b, " capacity="...)
 		if e.BandwidthFloor {
-			b = append(b, "≥"...)
+			floor = "≥"
 		}
-		b = strconv.AppendFloat(b, float64(e.Bandwidth)/1e6, 'f', 2, 64)
-		b = append(b, "Mbit/s active="...)
-		b = strconv.AppendInt(b, int64(e.Active), 10)
-		b = append(b, " pending="...)
-		b = strconv.AppendInt(b, e.Pending, 10)
-		b = append(b, 'B')
+		b = fmt.Appendf(b, "%s rtt=%s capacity=%s%.2fMbit/s active=%d pending=%dB",
+			p.Name, rtt, floor, float64(e.Bandwidth)/1e6, e.Active, e.Pending)
 	}
 	return string(b)
 }

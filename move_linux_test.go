@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -33,9 +34,8 @@ func TestMoveWeighsOnlyWhatHasNotArrived(t *testing.T) {
 	defer srv.Close()
 	tr, mover, base := movePaths(t, srv)
 	conns := make(chan net.Conn, 1)
-	bt := tr.Base
-	dial := bt.DialContext
-	bt.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+	dial := tr.Base.DialContext
+	tr.Base.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err == nil {
 			conns <- c
@@ -52,13 +52,17 @@ func TestMoveWeighsOnlyWhatHasNotArrived(t *testing.T) {
 	rc, err := (<-conns).(*net.TCPConn).SyscallConn()
 	require.NoError(t, err)
 	// The headers' read took at most a buffer's worth of the body; the
-	// rest is in once the socket holds it.
+	// rest is in once the socket holds it (loopback delivers at once, but
+	// not synchronously).
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		info, err := tcpinfo.Get(rc)
 		require.NoError(t, err)
 		if info.Unread >= size-4096 {
 			break
 		}
+		require.True(t, time.Now().Before(deadline), "the body never arrived whole: %d bytes in the socket", info.Unread)
+		runtime.Gosched()
 	}
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
