@@ -55,6 +55,17 @@ func (e *NoPathError) Is(target error) bool { return target == ErrNoPath }
 // ErrPoolClosed is returned by Get after Close.
 var ErrPoolClosed = errors.New("intents: pool closed")
 
+// errStalled is matched by the errors of bodies whose connection was
+// closed because it stalled while its path answered: they resume on
+// another connection (see core.resumeStalled).
+var errStalled = errors.New("intents: connection stalled")
+
+type stalledError struct{ err error }
+
+func (e *stalledError) Error() string        { return errStalled.Error() + ": " + e.err.Error() }
+func (e *stalledError) Unwrap() error        { return e.err }
+func (e *stalledError) Is(target error) bool { return target == errStalled }
+
 // ErrPathDown is matched (errors.Is) by the errors of requests whose path
 // went down or lost its address while they were in flight.
 var ErrPathDown = errors.New("intents: path went down")

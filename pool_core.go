@@ -55,6 +55,10 @@ type entry struct {
 	migrating bool // moving to another path: not offered to requests
 
 	pathDown atomic.Bool // closed because its path went away
+	// stalled: closed because its body stalled while its path answered
+	// (see core.resumeStalled); resumable: the body it carries resumes by
+	// range from where it is.
+	stalled, resumable atomic.Bool
 
 	// What opened it, for a spare connection on another path when its
 	// own goes quiet (see core.warmSpareLocked); nil dial: none. granted
@@ -125,6 +129,9 @@ func (e *entry) alive() bool {
 func (e *entry) pathErr(err error) error {
 	if err != nil && err != io.EOF && e.pathDown.Load() {
 		return &PathDownError{Path: pathName(e.path), Err: err}
+	}
+	if err != nil && err != io.EOF && e.stalled.Load() {
+		return &stalledError{err}
 	}
 	return err
 }

@@ -672,6 +672,8 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 		}
 		t.counters(e.path).requests.Add(1)
 		expect := g.size // counted as pending on e by acquire
+		// Not resumable until a body that resumes by range is on its way.
+		e.resumable.Store(false)
 		resp, err := cc.roundTrip(req)
 		if t.core.waiting() && cc.available() > 0 {
 			// Its slot now counts in the connection's own streams, and
@@ -681,7 +683,7 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 		if err != nil {
 			e.addPending(-expect)
 			err = unwrapTransportErr(err)
-			down := e.pathDown.Load()
+			down, stalled := e.pathDown.Load(), e.stalled.Load()
 			var retry bool
 			switch {
 			case ctx.Err() != nil:
@@ -692,10 +694,11 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 				// connection; a few times, since a server that ends
 				// connections after a few requests may end the next too.
 				retry = attempt < maxUnprocessedRetries
-			case attempt == 0 && (reused || (down && e.path != nil)):
-				// A reused connection the server had closed, or a path that
-				// went down before any of the response came: once more, on
-				// another path in the second case, if that is safe.
+			case attempt == 0 && (reused || (down && e.path != nil) || stalled):
+				// A reused connection the server had closed, a path that
+				// went down before any of the response came, or a stalled
+				// connection closed as its previous body ended: once more,
+				// on another path in the second case, if that is safe.
 				retry = idempotent(req)
 			}
 			if retry {
@@ -758,6 +761,10 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 					resp.Body = b
 				}
 			}
+			// A body that resumes by range may move off a stalled
+			// connection (core.resumeStalled).
+			_, resumes := resp.Body.(*resumingBody)
+			e.resumable.Store(resumes)
 		} else {
 			e.addPending(-expect)
 		}

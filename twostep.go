@@ -190,7 +190,7 @@ func (b *resumingBody) Read(p []byte) (int, error) {
 			}
 			return n, nil
 		}
-		again := b.onDown && errors.Is(err, ErrPathDown) || errors.Is(err, errSplitPart)
+		again := b.onDown && errors.Is(err, ErrPathDown) || errors.Is(err, errSplitPart) || errors.Is(err, errStalled)
 		if errors.Is(err, io.EOF) || !again || b.pos > b.end {
 			if errors.Is(err, io.EOF) {
 				b.stop() // nothing more to ask for
@@ -198,7 +198,7 @@ func (b *resumingBody) Read(p []byte) (int, error) {
 			return n, err
 		}
 		in, _ := FromContext(b.ctx)
-		if b.path != nil {
+		if b.path != nil && !errors.Is(err, errStalled) {
 			in = in.without(b.path)
 		}
 		if rerr := b.resume(WithIntents(b.ctx, in)); rerr != nil {

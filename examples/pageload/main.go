@@ -19,7 +19,10 @@
 // retransmission timeouts of six connections slow-starting into a shallow
 // queue more than anything else (see BENCHMARKS.md). Every table and CSV
 // row says which, and how many loads waited for a retransmission timeout
-// at the server. Tables go to stdout, a progress bar to stderr, CSV files
+// at the server. Each cell's page load times are set against its lower
+// bound (the links' rates) and, where path 1 and path 2 alone ran, against
+// their own loads split as a fluid (what TCP made of the paths; see
+// fluidSplit). Tables go to stdout, a progress bar to stderr, CSV files
 // and SVG plots to -out.
 //
 // The server side (link emulator, web servers) runs in this process; the

@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/csv"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -248,4 +249,35 @@ func TestPercentile(t *testing.T) {
 	ten := ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 100)
 	assert.Equal(t, 9*time.Millisecond, percentile(ten, 90), "of ten, the ninth")
 	assert.Equal(t, 7*time.Millisecond, percentile(ms(7), 90))
+}
+
+// The single paths' loads split as a fluid: their transfer times combine
+// as parallel resistances, after the quicker path's round trips; two equal
+// paths halve the transfer. A load no longer than its round trips gives
+// no estimate.
+func TestFluidSplit(t *testing.T) {
+	s := time.Second
+	assert.Equal(t, 100*time.Millisecond+2*s, fluidSplit([]time.Duration{4*s + 100*time.Millisecond, 4*s + 100*time.Millisecond}, []time.Duration{100 * time.Millisecond, 100 * time.Millisecond}))
+	got := fluidSplit([]time.Duration{4 * s, 6 * s}, []time.Duration{100 * time.Millisecond, 300 * time.Millisecond})
+	assert.InDelta(t, 0.1+1/(1/3.9+1/5.7), got.Seconds(), 1e-9)
+	assert.Zero(t, fluidSplit([]time.Duration{4 * s, 200 * time.Millisecond}, []time.Duration{100 * time.Millisecond, 300 * time.Millisecond}))
+
+	scens, err := parseScenarios("6M/20ms+5M/50ms")
+	require.NoError(t, err)
+	w, err := pageload.Parse("32x100KB", 1)
+	require.NoError(t, err)
+	k := cellKey{scens[0].Name, w.Name}
+	records := []record{
+		{Scenario: k.scenario, Workload: k.workload, Contender: "path1", PLT: 4700 * time.Millisecond},
+		{Scenario: k.scenario, Workload: k.workload, Contender: "path2", PLT: 5700 * time.Millisecond},
+		{Scenario: k.scenario, Workload: k.workload, Contender: "eaf", PLT: 2700 * time.Millisecond},
+	}
+	res := newResults(scens, []pageload.Workload{w}, []string{"path1", "path2", "eaf"}, records)
+	rtts := []time.Duration{w.LowerBound(20*time.Millisecond, math.Inf(1)), w.LowerBound(50*time.Millisecond, math.Inf(1))}
+	assert.Equal(t, 60*time.Millisecond, rtts[0], "the page's three round trips on path 1")
+	assert.Equal(t, fluidSplit([]time.Duration{4700 * time.Millisecond, 5700 * time.Millisecond}, rtts), res.fluid[k])
+	assert.Greater(t, res.fluid[k], res.bound[k], "TCP carries less than the links' rates")
+
+	res = newResults(scens, []pageload.Workload{w}, []string{"path1", "eaf"}, records[:1])
+	assert.Zero(t, res.fluid[k], "without both paths alone, no estimate")
 }

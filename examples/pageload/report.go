@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -43,13 +44,17 @@ type results struct {
 	records    []record
 	by         map[cellKey]map[string]stats
 	bound      map[cellKey]time.Duration
-	queue      map[string]float64 // queue depth in BDPs, by scenario
-	bytes      map[string]int64   // workload bytes, by name
+	// fluid is the single paths' own loads combined (see fluidSplit); 0
+	// without both.
+	fluid   map[cellKey]time.Duration
+	rttPart map[cellKey][]time.Duration // each path's share of the bound with no bytes to send, by cell
+	queue   map[string]float64          // queue depth in BDPs, by scenario
+	bytes   map[string]int64            // workload bytes, by name
 }
 
 func newResults(scens []scenario, workloads []pageload.Workload, contenders []string, records []record) *results {
 	r := &results{contenders: contenders, records: records, by: map[cellKey]map[string]stats{},
-		bound: map[cellKey]time.Duration{}, queue: map[string]float64{}, bytes: map[string]int64{}}
+		bound: map[cellKey]time.Duration{}, fluid: map[cellKey]time.Duration{}, rttPart: map[cellKey][]time.Duration{}, queue: map[string]float64{}, bytes: map[string]int64{}}
 	for _, sc := range scens {
 		r.queue[sc.Name] = sc.queueBDP()
 		rate, rtt := 0.0, sc.Paths[0].RTT()
@@ -61,6 +66,9 @@ func newResults(scens []scenario, workloads []pageload.Workload, contenders []st
 			k := cellKey{sc.Name, w.Name}
 			r.cells = append(r.cells, k)
 			r.bound[k] = w.LowerBound(rtt, rate)
+			for _, p := range sc.Paths {
+				r.rttPart[k] = append(r.rttPart[k], w.LowerBound(p.RTT(), math.Inf(1)))
+			}
 			r.bytes[w.Name] = w.Bytes()
 		}
 	}
@@ -91,7 +99,39 @@ func newResults(scens []scenario, workloads []pageload.Workload, contenders []st
 			r.by[k][c] = s
 		}
 	}
+	for _, k := range r.cells {
+		var alone []time.Duration
+		for _, c := range baselines {
+			if s, ok := r.by[k][c]; ok {
+				alone = append(alone, s.median)
+			}
+		}
+		if len(alone) == len(r.rttPart[k]) {
+			r.fluid[k] = fluidSplit(alone, r.rttPart[k])
+		}
+	}
 	return r
+}
+
+// fluidSplit is what the paths would load a page in together if each
+// carried a share of its bytes at the rate it carried them alone: the
+// quickest of their round trips, and the transfer times alone[i] -
+// rtts[i] combined as parallel resistances. The lower bound takes the
+// links' rates; this takes what TCP made of them on their queues, so
+// that a contender's distance from it is mostly the scheduling's. It is
+// optimistic where a path alone spends its load mostly in slow start (a
+// 200 ms path): a share of the page ramps up no faster. A path that was
+// no slower than its round trips (0 or less left) makes no estimate.
+func fluidSplit(alone, rtts []time.Duration) time.Duration {
+	var inverse float64
+	for i := range alone {
+		xfer := (alone[i] - rtts[i]).Seconds()
+		if xfer <= 0 {
+			return 0
+		}
+		inverse += 1 / xfer
+	}
+	return slices.Min(rtts) + time.Duration(float64(time.Second)/inverse)
 }
 
 // median of sorted durations (the mean of the middle two for an even count).
@@ -134,10 +174,14 @@ func pathList(m map[string]int) string {
 func (r *results) printTables(w io.Writer) {
 	for _, k := range r.cells {
 		best := r.best(k)
-		fmt.Fprintf(w, "\n%s, %s (%d B), queues of %g BDP: lower bound %.2f s (Σ bytes / Σ rates + handshake and dependency round trips)\n",
+		fmt.Fprintf(w, "\n%s, %s (%d B), queues of %g BDP: lower bound %.2f s (Σ bytes / Σ rates + handshake and dependency round trips)",
 			k.scenario, k.workload, r.bytes[k.workload], r.queue[k.scenario], r.bound[k].Seconds())
+		if f := r.fluid[k]; f > 0 {
+			fmt.Fprintf(w, "; the paths' loads alone split as a fluid %.2f s", f.Seconds())
+		}
+		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "contender\tmedian PLT\tmin\tp90\tmax\tvs better single\tPLT / bound\tloads with a timeout\tobjects per path\t")
+		fmt.Fprintln(tw, "contender\tmedian PLT\tmin\tp90\tmax\tvs better single\tPLT / bound\tPLT / fluid\tloads with a timeout\tobjects per path\t")
 		for _, c := range r.contenders {
 			s, ok := r.by[k][c]
 			if !ok {
@@ -147,8 +191,12 @@ func (r *results) printTables(w io.Writer) {
 			if best > 0 {
 				vs = fmt.Sprintf("%+.0f %%", (s.median.Seconds()/best.Seconds()-1)*100)
 			}
-			fmt.Fprintf(tw, "%s\t%.2f s\t%.2f s\t%.2f s\t%.2f s\t%s\t%.2f\t%d of %d\t%s\t\n", contenderNames[c], s.median.Seconds(), s.min.Seconds(),
-				s.p90.Seconds(), s.max.Seconds(), vs, s.median.Seconds()/r.bound[k].Seconds(), s.timedOut, s.loads, pathList(s.paths))
+			fluid := "n/a"
+			if f := r.fluid[k]; f > 0 {
+				fluid = fmt.Sprintf("%.2f", s.median.Seconds()/f.Seconds())
+			}
+			fmt.Fprintf(tw, "%s\t%.2f s\t%.2f s\t%.2f s\t%.2f s\t%s\t%.2f\t%s\t%d of %d\t%s\t\n", contenderNames[c], s.median.Seconds(), s.min.Seconds(),
+				s.p90.Seconds(), s.max.Seconds(), vs, s.median.Seconds()/r.bound[k].Seconds(), fluid, s.timedOut, s.loads, pathList(s.paths))
 		}
 		tw.Flush()
 	}
@@ -208,7 +256,7 @@ func (r *results) write(dir string) error {
 			strconv.FormatInt(rec.Retransmits, 10), strconv.FormatInt(rec.Timeouts, 10),
 			strconv.FormatInt(rec.Moved, 10), strconv.FormatInt(rec.Split, 10), bdps(r.queue[rec.Scenario])})
 	}
-	summary := [][]string{{"scenario", "workload", "contender", "loads", "median_s", "min_s", "p90_s", "max_s", "speedup_vs_better_single", "plt_over_bound", "loads_with_timeout", "queue_bdp"}}
+	summary := [][]string{{"scenario", "workload", "contender", "loads", "median_s", "min_s", "p90_s", "max_s", "speedup_vs_better_single", "plt_over_bound", "loads_with_timeout", "queue_bdp", "plt_over_fluid"}}
 	for _, k := range r.cells {
 		for _, c := range r.contenders {
 			s, ok := r.by[k][c]
@@ -219,8 +267,12 @@ func (r *results) write(dir string) error {
 			if best := r.best(k); best > 0 {
 				speedup = strconv.FormatFloat(best.Seconds()/s.median.Seconds(), 'f', 4, 64)
 			}
+			fluid := ""
+			if f := r.fluid[k]; f > 0 {
+				fluid = strconv.FormatFloat(s.median.Seconds()/f.Seconds(), 'f', 4, 64)
+			}
 			summary = append(summary, []string{k.scenario, k.workload, c, strconv.Itoa(s.loads), secs(s.median), secs(s.min), secs(s.p90), secs(s.max),
-				speedup, strconv.FormatFloat(s.median.Seconds()/r.bound[k].Seconds(), 'f', 4, 64), strconv.Itoa(s.timedOut), bdps(r.queue[k.scenario])})
+				speedup, strconv.FormatFloat(s.median.Seconds()/r.bound[k].Seconds(), 'f', 4, 64), strconv.Itoa(s.timedOut), bdps(r.queue[k.scenario]), fluid})
 		}
 	}
 	for name, rows := range map[string][][]string{"loads.csv": loads, "summary.csv": summary} {
