@@ -169,7 +169,7 @@ func (c *core) probeQuiet(e *entry, remote netip.AddrPort, activeSince time.Time
 const minRTO = 200 * time.Millisecond
 
 // resumeStalled closes e if it carries one response body, mid-way, that
-// resumes by range (entry.resumable) and stayed quiet while its path
+// resumes by range (entry.resumable: on HTTP/1) and stayed quiet while its path
 // answered the probe (quiet for quiet when probed, info read after): its
 // server is waiting out a retransmission timeout (a server that has sent
 // the headers and part of a body of known length is rarely thinking). The

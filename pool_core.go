@@ -56,8 +56,8 @@ type entry struct {
 
 	pathDown atomic.Bool // closed because its path went away
 	// stalled: closed because its body stalled while its path answered
-	// (see core.resumeStalled); resumable: the body it carries resumes by
-	// range from where it is.
+	// (see core.resumeStalled); resumable: the body it carries (HTTP/1)
+	// resumes by range from where it is.
 	stalled, resumable atomic.Bool
 
 	// What opened it, for a spare connection on another path when its

@@ -762,9 +762,12 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 				}
 			}
 			// A body that resumes by range may move off a stalled
-			// connection (core.resumeStalled).
+			// connection (core.resumeStalled): on HTTP/1 only, where the
+			// connection carries nothing else until the body ends (an
+			// HTTP/2 one may be left with another stream, which would
+			// fail, when this one's body has ended).
 			_, resumes := resp.Body.(*resumingBody)
-			e.resumable.Store(resumes)
+			e.resumable.Store(resumes && resp.ProtoMajor == 1)
 		} else {
 			e.addPending(-expect)
 		}
