@@ -88,40 +88,9 @@ func TestNetnsDeadPath(t *testing.T) {
 	}
 }
 
-// events is a slog handler that passes on the messages of the Manager's
-// debug log.
-type events chan string
-
-func (e events) Enabled(context.Context, slog.Level) bool { return true }
-func (e events) Handle(_ context.Context, r slog.Record) error {
-	select {
-	case e <- r.Message:
-	default:
-	}
-	return nil
-}
-func (e events) WithAttrs([]slog.Attr) slog.Handler { return e }
-func (e events) WithGroup(string) slog.Handler      { return e }
-
-// awaitEvent waits for the debug log message msg.
-func awaitEvent(t *testing.T, e events, msg string) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case m := <-e:
-			if m == msg {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("no %q", msg)
-		}
-	}
-}
-
 func TestNetnsDeadPathChild(t *testing.T) {
 	scenario := testbed.ChildArg(t, "TestNetnsDeadPath")
-	log := make(events, 256)
+	log := make(intents.DebugLog, 256)
 	m, err := intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}},
 		Logger: slog.New(log)})
 	require.NoError(t, err)
@@ -182,7 +151,7 @@ func TestNetnsDeadPathChild(t *testing.T) {
 		assert.EqualValues(t, 100_000, n)
 		assert.Equal(t, []string{"10.71.1.1", "10.71.2.1"}, local, "sent again over path 2")
 		assert.Equal(t, []bool{false, true}, reused, "on the spare connection opened while path 1 was probed")
-		awaitEvent(t, log, "intents: path answers again")
+		log.Await(t, "intents: path answers again")
 		assert.False(t, m.Path("p1").Estimate().Unresponsive)
 		get("http://10.71.100.1/obj/1000")
 		assert.Equal(t, "10.71.1.1", lastLocal(), "path 1 used again")

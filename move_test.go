@@ -83,6 +83,15 @@ func movePathsWith(t *testing.T, srv *httptest.Server, policy func(*scriptedMove
 	m := loManager(t, policy(mover))
 	paths := []*Path{p1, p2}
 	m.paths.Store(&paths)
+	tr, base := transportTo(t, m, srv, "move.test")
+	return tr, mover, base
+}
+
+// transportTo is a Transport with m whose Base dials srv whatever the
+// name, and the base URL of srv under the name host: a destination that
+// is not a loopback one (that one the OS would route, off every path).
+func transportTo(t *testing.T, m *Manager, srv *httptest.Server, host string) (*Transport, string) {
+	t.Helper()
 	addr := srv.Listener.Addr().String()
 	var d net.Dialer
 	base := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
@@ -91,7 +100,7 @@ func movePathsWith(t *testing.T, srv *httptest.Server, policy func(*scriptedMove
 	tr := &Transport{Manager: m, Base: base}
 	t.Cleanup(func() { tr.Close() })
 	_, port, _ := net.SplitHostPort(addr)
-	return tr, mover, "http://move.test:" + port
+	return tr, "http://" + host + ":" + port
 }
 
 // firstPartThenWait answers a GET of an object of size bytes, taking byte

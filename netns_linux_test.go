@@ -343,7 +343,7 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 	case "transport":
 		// The veth paths are alike, so measurements would not tell them
 		// apart: the categories' paths are configured.
-		log := events(make(chan string, 256))
+		log := make(intents.DebugLog, 256)
 		m, err := intents.NewManager(intents.Config{
 			Paths: []intents.PathConfig{
 				{Interface: "p1", DNS: []string{"10.71.1.2"}},
@@ -371,7 +371,7 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 		fetch(intents.CategoryQuery, 100)
 		// The spare on p2 is dialed beside the first connection; a bulk
 		// request sent while it still dials would open another.
-		awaitEvent(t, log, "intents: spare connection opened")
+		log.Await(t, "intents: spare connection opened")
 		fetch(intents.CategoryBulk, 1000000)
 		fetch(intents.CategoryQuery, 200)
 		fetch(intents.CategoryBulk, 2000000)
@@ -465,7 +465,7 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 		readEcho(t, conn)
 
 	case "measure", "measure-prohibited":
-		log := events(make(chan string, 64))
+		log := make(intents.DebugLog, 64)
 		m, err := intents.NewManager(intents.Config{
 			Paths:  []intents.PathConfig{{Interface: "p1", DNS: []string{"10.71.1.2"}}, {Interface: "p2", DNS: []string{"10.71.2.2"}}},
 			Policy: &policy.EAF{},
@@ -504,7 +504,7 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 			assert.Zero(t, tr.Stats()["p2"].Dials, "nor warmed")
 			return
 		}
-		awaitEvent(t, log, "intents: spare connection opened")
+		log.Await(t, "intents: spare connection opened")
 		e := m.Path("p2").Estimate()
 		assert.True(t, e.Measured, "the other path's RTT was measured by the spare's handshake")
 		assert.Positive(t, e.RTT)

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -48,59 +47,21 @@ func stallServer(t *testing.T, size int, body bool) (*httptest.Server, *requestL
 	return srv, &log
 }
 
-// debugMessages is a slog handler that passes on the messages of a
-// Manager's debug log.
-type debugMessages chan string
-
-func (d debugMessages) Enabled(context.Context, slog.Level) bool { return true }
-func (d debugMessages) Handle(_ context.Context, r slog.Record) error {
-	select {
-	case d <- r.Message:
-	default:
-	}
-	return nil
-}
-func (d debugMessages) WithAttrs([]slog.Attr) slog.Handler { return d }
-func (d debugMessages) WithGroup(string) slog.Handler      { return d }
-
-// await waits for the message msg.
-func (d debugMessages) await(t *testing.T, msg string) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case m := <-d:
-			if m == msg {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("no %q in the debug log", msg)
-		}
-	}
-}
-
 // stallTransport is a Transport whose connections to srv, named
 // stall.test in the returned base URL, are on the loopback interface,
 // which the Manager takes for a Wi-Fi (a loopback destination would be
 // routed by the OS, off every path, and a loopback path reaches no
 // other), and whose Manager's debug log goes to the returned channel.
-func stallTransport(t *testing.T, srv *httptest.Server) (*Transport, string, debugMessages) {
-	log := make(debugMessages, 64)
+func stallTransport(t *testing.T, srv *httptest.Server) (*Transport, string, DebugLog) {
+	log := make(DebugLog, 64)
 	m, err := NewManager(Config{Paths: []PathConfig{{Interface: loopbackName(t)}}, NoWatch: true, Logger: slog.New(log)})
 	require.NoError(t, err)
 	lo := *m.Paths()[0]
 	lo.Type = TypeWifi
 	paths := []*Path{&lo}
 	m.paths.Store(&paths)
-	addr := srv.Listener.Addr().String()
-	var d net.Dialer
-	base := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		return d.DialContext(ctx, network, addr)
-	}}
-	tr := &Transport{Manager: m, Base: base}
-	t.Cleanup(func() { tr.Close() })
-	_, port, _ := net.SplitHostPort(addr)
-	return tr, "http://stall.test:" + port, log
+	tr, base := transportTo(t, m, srv, "stall.test")
+	return tr, base, log
 }
 
 // A body that stops mid-way while its path answers a probe resumes, by
@@ -177,7 +138,7 @@ func TestStalledWithoutRangeWaits(t *testing.T) {
 				b, err := io.ReadAll(resp.Body)
 				done <- result{b, err}
 			}()
-			events.await(t, "intents: quiet connection, path probed")
+			events.Await(t, "intents: quiet connection, path probed")
 			close(release)
 			r := <-done
 			require.NoError(t, r.err)
