@@ -163,6 +163,7 @@ func TestNetnsAggregateChild(t *testing.T) {
 		stats["p1"].BytesReceived, stats["p2"].BytesReceived)
 	assert.Equal(t, testbed.ObjectSum(4e6), lost.sum, "intact: the rest came over path 2")
 	assert.Greater(t, stats["p2"].BytesReceived, int64(1e6), "resumed on path 2")
+	assert.EqualValues(t, 1, stats["p1"].Resumed, "counted once, on the path it broke off on")
 	setP1(t, m, true)
 
 	// A GET waiting for its answer on path 1 when path 1 goes down is sent

@@ -168,3 +168,37 @@ func TestSpareOnlyWhereTheRequestsMayGo(t *testing.T) {
 	require.Len(t, granted, 1)
 	assert.Equal(t, LevelProhibit, granted[0].Interfaces["b"])
 }
+
+// A stalled connection's body resumes elsewhere only while the timeout its
+// server waits out, minRTO and a round trip from its last transmission,
+// is still ahead by more than a new connection's set-up: past that, or on
+// a long round trip, the connection is left to its server (a connection
+// quiet behind the others' bytes on a slow path would throw its own away).
+// And only a connection quiet since the probe, carrying one body that
+// resumes by range.
+func TestResumeStalledBound(t *testing.T) {
+	p := fakePath("p1", "192.0.2.10")
+	for _, tc := range []struct {
+		name       string
+		rtt, quiet time.Duration
+		resumable  bool
+		resumes    bool
+	}{
+		{"short round trip, short silence", 10 * time.Millisecond, 120 * time.Millisecond, true, true},
+		{"long round trip", 90 * time.Millisecond, 120 * time.Millisecond, true, false},
+		{"long silence", 10 * time.Millisecond, 190 * time.Millisecond, true, false},
+		{"heard since the probe", 10 * time.Millisecond, 50 * time.Millisecond, true, false},
+		{"a body that cannot resume", 10 * time.Millisecond, 120 * time.Millisecond, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := busyEntry(1, p)
+			e.resumable.Store(tc.resumable)
+			e.activeSince = time.Now().Add(-time.Second)
+			c := poolWith(loManager(t, nil), 6, 17, []*Path{p}, e)
+			info := tcpinfo.Info{RTT: tc.rtt, LastDataRecv: tc.quiet, LastAckRecv: tc.quiet}
+			c.resumeStalled(e, info, 100*time.Millisecond) // probed after 100 ms of silence
+			assert.Equal(t, tc.resumes, e.stalled.Load(), "stalled")
+			assert.Equal(t, tc.resumes, e.removed, "closed for the body to resume")
+		})
+	}
+}

@@ -88,23 +88,24 @@ func (c *core) idleCount(es []*entry) int {
 	return n
 }
 
-// closeIdleOf closes the longest idle connection among es that is not on
-// path p; false if there is none. The policy wants a new connection on p,
-// and an idle one elsewhere would hold one of the host's slots: a page
-// whose requests the policy sends over p would load with one parallel
-// connection fewer there (BENCHMARKS.md, "What was found on the way", 3).
-func (c *core) closeIdleOf(es []*entry, p *Path) bool {
+// closeIdleOf closes the longest idle connection among es, key's, that is
+// not on path p and is on a path holding at least atLeast of key's
+// connections (open or being opened; see replaceIdleFor). The policy
+// wants a new connection on p, and an idle one elsewhere would hold one of
+// the host's slots: a page whose requests the policy sends over p would
+// load with one parallel connection fewer there (BENCHMARKS.md, "What was
+// found on the way", 3).
+func (c *core) closeIdleOf(key string, es []*entry, p *Path, atLeast int) {
 	var oldest *entry
 	for _, e := range es {
-		if e.path != p && e.c.inFlight() == 0 && (oldest == nil || e.lastUsed.Before(oldest.lastUsed)) {
+		if e.path != p && e.c.inFlight() == 0 && (oldest == nil || e.lastUsed.Before(oldest.lastUsed)) &&
+			(atLeast <= 0 || c.connsOn(key, es, e.path) >= atLeast) {
 			oldest = e
 		}
 	}
-	if oldest == nil {
-		return false
+	if oldest != nil {
+		c.remove(oldest)
 	}
-	c.remove(oldest)
-	return true
 }
 
 // closeOldestIdle closes the longest idle connection to make room under the

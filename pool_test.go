@@ -422,6 +422,59 @@ func TestChoiceClosesTheLastIdleOfAnotherPath(t *testing.T) {
 	}
 }
 
+// At the host's limit a new connection on a path that has some already
+// takes the slot of an idle one elsewhere only where that evens the paths
+// out: from a path holding at least two more. A policy that places each
+// request on its own would otherwise trade connections back and forth as
+// a page's small and large objects alternate, a handshake and a slow
+// start each time. As a last resort, with no other choice to be had, any
+// idle one makes room: else nothing would ever free a slot.
+func TestReplacingEvensThePathsOut(t *testing.T) {
+	a := fakePath("a", "10.9.0.1")
+	b := fakePath("b", "10.9.1.1")
+	for _, tc := range []struct {
+		name     string
+		onA, onB int  // busy connections on each path, beside one idle on b
+		fallback bool // the decision names a busy connection on a after the new one
+		replaced bool
+	}{
+		{"a holds as many", 2, 1, true, false},
+		{"b holds two more", 1, 2, true, true},
+		{"a holds as many, nothing else to be had", 2, 1, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+				d.Choices = append(d.Choices, Choice{Path: a, Fresh: true})
+				for i := range req.Candidates {
+					if c := &req.Candidates[i]; tc.fallback && c.Path == a {
+						d.Choices = append(d.Choices, Choice{Reuse: c})
+					}
+				}
+			}))
+			var es []*entry
+			for i := range tc.onA {
+				es = append(es, busyEntry(uint64(1+i), a))
+			}
+			for i := range tc.onB {
+				es = append(es, busyEntry(uint64(10+i), b))
+			}
+			idle := &entry{id: 20, key: "k", path: b, c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
+			es = append(es, idle)
+			c := poolWith(m, len(es), 17, []*Path{a, b}, es...)
+			w := queuedWaiter(100_000)
+			c.mu.Lock()
+			g, ok := c.attempt(w, nil)
+			c.mu.Unlock()
+			assert.Equal(t, tc.replaced, idle.removed, "the idle connection on b closed")
+			assert.Equal(t, tc.replaced, ok && g.dials(), "a new connection on a")
+			if ok {
+				assert.Equal(t, a, g.slot.path)
+				c.undo(g)
+			}
+		})
+	}
+}
+
 // A choice of a connection on a path (not Fresh) followed by the other
 // paths as fallbacks, as RoundRobin's, takes a free connection on a later
 // one before it closes anything: an idle connection on a is reused, not

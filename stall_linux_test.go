@@ -83,6 +83,8 @@ func TestStalledBodyResumes(t *testing.T) {
 	// The reader had taken the first half: a connection is quiet only
 	// once nothing waits unread in its socket.
 	assert.Equal(t, []string{"/obj  ", `/obj bytes=32768-65535 "v1"`}, log.all(), "the rest, of the same version")
+	st := tr.Stats()
+	assert.EqualValues(t, 1, st[loopbackName(t)].Resumed, "counted once, on the path it broke off on: %+v", st)
 }
 
 // A request whose answer does not begin, or whose body cannot resume by
@@ -144,6 +146,49 @@ func TestStalledWithoutRangeWaits(t *testing.T) {
 			require.NoError(t, r.err)
 			assert.Equal(t, testbed.ObjectSum(size), sha256.Sum256(r.body))
 			assert.Equal(t, []string{"/obj  "}, log.all(), "sent once")
+		})
+	}
+}
+
+// Only an HTTP/1 connection is closed for its stalled body: one carries
+// nothing else until the body ends, where an HTTP/2 one may carry other
+// streams, or be left with one once this body has ended, which closing
+// it would fail.
+func TestStalledOnlyOnHTTP1(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2], func(t *testing.T) {
+			const size = 64 << 10
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("ETag", `"v1"`)
+				http.ServeContent(w, r, "", time.Time{}, testbed.NewObject(size))
+			}))
+			srv.EnableHTTP2 = h2
+			srv.StartTLS()
+			t.Cleanup(srv.Close)
+			tr, base, _ := stallTransport(t, srv)
+			tls := srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+			tls.ServerName = "example.com" // the test certificate's name
+			tr.Base.TLSClientConfig, tr.Base.ForceAttemptHTTP2 = tls, true
+			req, err := http.NewRequest("GET", strings.Replace(base, "http:", "https:", 1)+"/obj", nil)
+			require.NoError(t, err)
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			require.Equal(t, map[bool]int{false: 1, true: 2}[h2], resp.ProtoMajor)
+			_, resumes := resp.Body.(*resumingBody)
+			assert.True(t, resumes, "the body resumes by range if its path goes down, on either protocol")
+			var resumable []bool
+			tr.core.mu.Lock()
+			for _, es := range tr.core.entries {
+				for _, e := range es {
+					resumable = append(resumable, e.resumable.Load())
+				}
+			}
+			tr.core.mu.Unlock()
+			assert.Equal(t, []bool{!h2}, resumable, "closed for a stall on HTTP/1 only")
+			body, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			assert.Equal(t, testbed.ObjectSum(size), sha256.Sum256(body))
 		})
 	}
 }

@@ -47,6 +47,16 @@ import (
 // transfer has measured yet is measured with a bare TCP handshake (opened
 // and closed at once, one at a time per path; not through a proxy).
 //
+// A GET's response body of known length that can be had by byte range (a
+// strong validator, Accept-Ranges: bytes, no content coding; on a path
+// the Transport chose, not through a proxy) resumes where it broke off:
+// when its path goes down, or when its HTTP/1 connection stalls mid-body,
+// its server waiting out a retransmission timeout while the path answers
+// a probe, the rest is asked for with Range and If-Range on another
+// connection, where the policy says. The caller reads the same bytes of
+// one version, or an error (ErrObjectChanged); Stats counts these as
+// Resumed.
+//
 // The protocol work stays in net/http: each connection is an
 // *http.ClientConn (Go 1.26's Transport.NewClientConn) made by an inner
 // http.Transport whose dialer binds the socket to the chosen path, so
@@ -260,6 +270,11 @@ type TransportPathStats struct {
 	// Split counts the parts of responses arriving on this path that
 	// were asked for on another (see Splitter).
 	Split int64
+	// Resumed counts the response bodies that broke off on this path and
+	// asked for their rest by range on another connection: their path
+	// went down, or their connection stalled, waiting out a retransmission
+	// timeout while the path answered (see Transport).
+	Resumed int64
 }
 
 // stdTransport is http.DefaultTransport as this package found it: a
@@ -783,7 +798,7 @@ func closeBody(req *http.Request) {
 
 // pathCounters are a Transport's counts on one path.
 type pathCounters struct {
-	requests, bytesReceived, receiveNanos, moved, split atomic.Int64
+	requests, bytesReceived, receiveNanos, moved, split, resumed atomic.Int64
 }
 
 // counters returns p's counters: a lookup without a lock on every request.
@@ -822,7 +837,7 @@ func (t *Transport) Stats() map[string]TransportPathStats {
 	out := make(map[string]TransportPathStats, len(counted))
 	for name, pc := range counted {
 		out[name] = TransportPathStats{PathStats: pool[name], Requests: pc.requests.Load(),
-			BytesReceived: pc.bytesReceived.Load(), ReceiveTime: time.Duration(pc.receiveNanos.Load()), Moved: pc.moved.Load(), Split: pc.split.Load()}
+			BytesReceived: pc.bytesReceived.Load(), ReceiveTime: time.Duration(pc.receiveNanos.Load()), Moved: pc.moved.Load(), Split: pc.split.Load(), Resumed: pc.resumed.Load()}
 	}
 	for name, ps := range pool {
 		if _, ok := out[name]; !ok {

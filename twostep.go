@@ -201,8 +201,12 @@ func (b *resumingBody) Read(p []byte) (int, error) {
 		if b.path != nil && !errors.Is(err, errStalled) {
 			in = in.without(b.path)
 		}
+		from := b.path
 		if rerr := b.resume(WithIntents(b.ctx, in)); rerr != nil {
 			return n, errors.Join(err, rerr)
+		}
+		if !errors.Is(err, errSplitPart) {
+			b.t.counters(from).resumed.Add(1)
 		}
 		if n > 0 {
 			return n, nil

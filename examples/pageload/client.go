@@ -215,7 +215,7 @@ func client() {
 	defer progress(0, 0, "") // clears the line
 	for _, w := range cfg.Workloads {
 		server := &testbed.Netns{Name: cfg.ServerNetns}
-		load := func(c contender) (pageload.Result, testbed.TCPCounters, [2]int64) {
+		load := func(c contender) (pageload.Result, testbed.TCPCounters, [3]int64) {
 			movedBefore := movesOf(c.rt)
 			before, err := server.TCPCounters()
 			if err != nil {
@@ -239,8 +239,9 @@ func client() {
 			c.closeIdle()
 			tcp := after.Sub(before)
 			if cfg.Trace == c.key {
-				log.Printf("load: PLT %v; the server retransmitted %d segments, %d timeouts, %d tail loss probes",
-					res.PLT.Round(time.Millisecond), tcp.Retransmits, tcp.Timeouts, tcp.LossProbes)
+				now := movesOf(c.rt)
+				log.Printf("load: PLT %v; the server retransmitted %d segments, %d timeouts, %d tail loss probes; %d bodies resumed",
+					res.PLT.Round(time.Millisecond), tcp.Retransmits, tcp.Timeouts, tcp.LossProbes, now[2]-movedBefore[2])
 				for i, o := range res.Objects {
 					log.Printf("object %d (%d B) on %s: %v to %v", i, o.Bytes, o.Path,
 						o.Start.Round(time.Millisecond), o.End.Round(time.Millisecond))
@@ -258,7 +259,7 @@ func client() {
 				}
 			}
 			moved := movesOf(c.rt)
-			return res, tcp, [2]int64{moved[0] - movedBefore[0], moved[1] - movedBefore[1]}
+			return res, tcp, [3]int64{moved[0] - movedBefore[0], moved[1] - movedBefore[1], moved[2] - movedBefore[2]}
 		}
 		for _, c := range contenders {
 			if c.warm {
@@ -274,7 +275,7 @@ func client() {
 				done++
 				if err := enc.Encode(record{Scenario: cfg.Scenario, Workload: w.Name, Contender: c.key, Rep: rep,
 					PLT: res.PLT, Bytes: res.Bytes, Paths: res.PathCounts(),
-					Retransmits: tcp.Retransmits, Timeouts: tcp.Timeouts, Moved: moved[0], Split: moved[1]}); err != nil {
+					Retransmits: tcp.Retransmits, Timeouts: tcp.Timeouts, Moved: moved[0], Split: moved[1], Resumed: moved[2]}); err != nil {
 					log.Fatal(err)
 				}
 			}
@@ -282,14 +283,16 @@ func client() {
 	}
 }
 
-// movesOf is how many responses rt (an intents.Transport) moved, and how
-// many parts of responses it split off, so far, over all paths.
-func movesOf(rt http.RoundTripper) [2]int64 {
-	var n [2]int64
+// movesOf is how many responses rt (an intents.Transport) moved, how many
+// parts of responses it split off, and how many bodies it resumed, so far,
+// over all paths.
+func movesOf(rt http.RoundTripper) [3]int64 {
+	var n [3]int64
 	if tr, ok := rt.(*intents.Transport); ok {
 		for _, st := range tr.Stats() {
 			n[0] += st.Moved
 			n[1] += st.Split
+			n[2] += st.Resumed
 		}
 	}
 	return n

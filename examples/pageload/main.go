@@ -205,6 +205,11 @@ type record struct {
 	// of responses it split off to another (see intents.Mover,
 	// intents.Splitter).
 	Moved, Split int64
+	// Response bodies an intents contender resumed by range on another
+	// connection when theirs stalled mid-body (or its path went down):
+	// their server's timeouts then go uncounted above, as the server's
+	// socket closes before it times out.
+	Resumed int64
 }
 
 func main() {

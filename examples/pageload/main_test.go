@@ -173,7 +173,7 @@ func TestSmoke(t *testing.T) {
 	f.Close()
 	require.NoError(t, err)
 	assert.Len(t, rows, 1+len(records), "a header and a row per load")
-	assert.Subset(t, rows[0], []string{"server_retransmits", "server_timeouts", "queue_bdp", "moved", "split"})
+	assert.Subset(t, rows[0], []string{"server_retransmits", "server_timeouts", "queue_bdp", "moved", "split", "resumed"})
 	for _, row := range rows[1:] {
 		assert.Equal(t, "1", row[len(row)-1], "the queue depth, in BDPs")
 	}

@@ -248,13 +248,13 @@ func (r *results) write(dir string) error {
 	if err := r.writeBench(filepath.Join(dir, "loads.txt")); err != nil {
 		return err
 	}
-	loads := [][]string{{"scenario", "workload", "contender", "rep", "plt_s", "bytes", "lower_bound_s", "objects_per_path", "server_retransmits", "server_timeouts", "moved", "split", "queue_bdp"}}
+	loads := [][]string{{"scenario", "workload", "contender", "rep", "plt_s", "bytes", "lower_bound_s", "objects_per_path", "server_retransmits", "server_timeouts", "moved", "split", "resumed", "queue_bdp"}}
 	for _, rec := range r.records {
 		k := cellKey{rec.Scenario, rec.Workload}
 		loads = append(loads, []string{rec.Scenario, rec.Workload, rec.Contender, strconv.Itoa(rec.Rep), secs(rec.PLT),
 			strconv.FormatInt(rec.Bytes, 10), secs(r.bound[k]), pathList(rec.Paths),
 			strconv.FormatInt(rec.Retransmits, 10), strconv.FormatInt(rec.Timeouts, 10),
-			strconv.FormatInt(rec.Moved, 10), strconv.FormatInt(rec.Split, 10), bdps(r.queue[rec.Scenario])})
+			strconv.FormatInt(rec.Moved, 10), strconv.FormatInt(rec.Split, 10), strconv.FormatInt(rec.Resumed, 10), bdps(r.queue[rec.Scenario])})
 	}
 	summary := [][]string{{"scenario", "workload", "contender", "loads", "median_s", "min_s", "p90_s", "max_s", "speedup_vs_better_single", "plt_over_bound", "loads_with_timeout", "queue_bdp", "plt_over_fluid"}}
 	for _, k := range r.cells {
