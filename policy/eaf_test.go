@@ -632,6 +632,19 @@ func TestEAFSpreadsNewConnectionsWherePathsComeClose(t *testing.T) {
 	assert.Equal(t, "p1", queuedChoice(t, p1, far, 10_000, 0), "a 200 ms path is predicted 408 ms, over three times p1's: the earliest")
 }
 
+// A path whose RTT is not measured yet gets no new connection for coming
+// close: its prediction stands on a lent RTT (here 100 ms), and a path
+// whose handshake has not answered by the time a page's requests come is
+// far. The same estimates measured do spread (the trace's figures: p1
+// predicted 313 ms, p2 381 ms, within half again).
+func TestEAFSpreadsOnlyOntoAMeasuredRTT(t *testing.T) {
+	p1 := intents.Estimate{RTT: 26300 * time.Microsecond, Bandwidth: 4.67e6, Pending: 114_000, Active: 3}
+	dialing := intents.Estimate{Active: 1} // a spare connection's handshake on its way
+	assert.Equal(t, "p1", queuedChoice(t, p1, dialing, 38_000, 0), "p2's RTT is lent")
+	measured := intents.Estimate{RTT: 100 * time.Millisecond, Bandwidth: 10e6, Active: 1}
+	assert.Equal(t, "p2", queuedChoice(t, p1, measured, 38_000, 0), "the same, measured, comes close")
+}
+
 // Explained decisions over random loads: idleFirst may put another option
 // before the new connection balanceNew chose (a free connection, say),
 // and the reason then must not name the spread, nor read a path the first

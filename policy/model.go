@@ -84,6 +84,9 @@ type pathModel struct {
 	// unseen says the path has not delivered a transfer that showed
 	// anything of its capacity, not even a floor: cap is a guess.
 	unseen bool
+	// rttGuessed says the path's RTT is not measured: rtt is lent (see
+	// models).
+	rttGuessed bool
 }
 
 // shared bounds a transfer's time by the path's backlog. The transfers
@@ -176,7 +179,7 @@ func (m *Model) pathWith(e intents.Estimate, fallbackRTT time.Duration, fallback
 	}
 	return pathModel{rtt: rtt.Seconds(), free: float64(free) / 8, iw: float64(iw * mss),
 		cap: float64(capacity) / 8, pending: float64(e.Pending), active: float64(e.Active), paced: !m.Unpaced,
-		measured: e.Bandwidth > 0 && !e.BandwidthFloor, unseen: e.Bandwidth <= 0}
+		measured: e.Bandwidth > 0 && !e.BandwidthFloor, unseen: e.Bandwidth <= 0, rttGuessed: e.RTT <= 0}
 }
 
 // bytesBy is how many bytes have arrived tau seconds after the first

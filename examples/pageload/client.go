@@ -238,10 +238,13 @@ func client() {
 			}
 			c.closeIdle()
 			tcp := after.Sub(before)
+			moved := movesOf(c.rt)
+			for i := range moved {
+				moved[i] -= movedBefore[i]
+			}
 			if cfg.Trace == c.key {
-				now := movesOf(c.rt)
 				log.Printf("load: PLT %v; the server retransmitted %d segments, %d timeouts, %d tail loss probes; %d bodies resumed",
-					res.PLT.Round(time.Millisecond), tcp.Retransmits, tcp.Timeouts, tcp.LossProbes, now[2]-movedBefore[2])
+					res.PLT.Round(time.Millisecond), tcp.Retransmits, tcp.Timeouts, tcp.LossProbes, moved[2])
 				for i, o := range res.Objects {
 					log.Printf("object %d (%d B) on %s: %v to %v", i, o.Bytes, o.Path,
 						o.Start.Round(time.Millisecond), o.End.Round(time.Millisecond))
@@ -258,8 +261,7 @@ func client() {
 						p.Name, e.RTT.Round(100*time.Microsecond), float64(e.Bandwidth)/1e6, floor, float64(e.Rate)/1e6, e.Loss)
 				}
 			}
-			moved := movesOf(c.rt)
-			return res, tcp, [3]int64{moved[0] - movedBefore[0], moved[1] - movedBefore[1], moved[2] - movedBefore[2]}
+			return res, tcp, moved
 		}
 		for _, c := range contenders {
 			if c.warm {
