@@ -121,6 +121,21 @@ func (q *waitQueue) aheadOf(w *waiter) bool {
 	return false
 }
 
+// undecidedAhead reports whether a waiter for w's destination is ahead of
+// w that has not chosen to wait for a busy connection (see
+// replaceIdleFor).
+func (q *waitQueue) undecidedAhead(w *waiter) bool {
+	for _, o := range q.ws {
+		if o == w {
+			return false
+		}
+		if o.key == w.key && o.wants == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // wantedAhead reports whether a waiter ahead of w waits for e: it gets e
 // first.
 func (q *waitQueue) wantedAhead(w *waiter, e *entry) bool {
