@@ -230,9 +230,9 @@ func (c *core) applyNew(w *waiter, ch Choice, first bool, now time.Time) (grant,
 			return g, stepGranted
 		}
 	}
-	// Only the first in line for the destination makes room by closing
-	// idle connections: one passing others (see servePass) would close what
-	// those ahead may yet take.
+	// Only the first in line for the destination makes room under the
+	// total limit: one passing others (see servePass) would close what
+	// those ahead may yet take. (At the host's limit, see replaceIdleFor.)
 	firstInLine := !c.queue.aheadOf(w)
 	if firstInLine && !c.roomFor(w.key) && c.underHostLimit(w.key) {
 		c.closeOldestIdle() // make room under the total limit, as browsers do
