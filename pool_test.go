@@ -486,32 +486,52 @@ func TestReplacingEvensThePathsOut(t *testing.T) {
 func TestAWaiterBehindAChosenWaitMakesRoom(t *testing.T) {
 	a := fakePath("a", "10.9.0.1")
 	b := fakePath("b", "10.9.1.1")
-	onA := busyEntry(1, a)
-	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
-		if req.Intents.SizeToBeReceived == 1 { // the first in line: a's busy one
-			for i := range req.Candidates {
-				if c := &req.Candidates[i]; c.ID == onA.id {
-					d.Choices = append(d.Choices, Choice{Reuse: c})
+	for _, tc := range []struct {
+		name     string
+		busyOnB  int // beside one idle there, and one busy on a
+		replaced bool
+	}{
+		{"b holds two more", 2, true},
+		{"b holds one more: the paths stay as they are", 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			onA := busyEntry(1, a)
+			m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+				if req.Intents.SizeToBeReceived == 1 { // the first in line: a's busy one
+					for i := range req.Candidates {
+						if c := &req.Candidates[i]; c.ID == onA.id {
+							d.Choices = append(d.Choices, Choice{Reuse: c})
+						}
+					}
+					return
 				}
+				d.Choices = append(d.Choices, Choice{Path: a, Fresh: true})
+				for i := range req.Candidates {
+					d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
+				}
+			}))
+			es := []*entry{onA}
+			for i := range tc.busyOnB {
+				es = append(es, busyEntry(uint64(10+i), b))
 			}
-			return
-		}
-		d.Choices = append(d.Choices, Choice{Path: a, Fresh: true})
-		for i := range req.Candidates {
-			d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
-		}
-	}))
-	idle := &entry{id: 20, key: "k", path: b, c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
-	c := poolWith(m, 4, 17, []*Path{a, b}, onA, busyEntry(10, b), busyEntry(11, b), idle)
-	first, second := queuedWaiter(1), queuedWaiter(100_000)
-	setQueue(c, first, second)
-	c.serve()
-	g := granted(t, second, "the second in line got nothing")
-	assert.True(t, idle.removed, "the idle connection on b closed")
-	assert.True(t, g.dials(), "a new connection on a")
-	assert.Equal(t, a, g.slot.path)
-	assert.Equal(t, []*waiter{first}, c.queue.ws, "the first waits for a's busy connection")
-	c.undo(g)
+			idle := &entry{id: 20, key: "k", path: b, c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
+			es = append(es, idle)
+			c := poolWith(m, len(es), 17, []*Path{a, b}, es...)
+			first, second := queuedWaiter(1), queuedWaiter(100_000)
+			setQueue(c, first, second)
+			c.serve()
+			assert.Equal(t, tc.replaced, idle.removed, "the idle connection on b closed")
+			if !tc.replaced {
+				assert.Equal(t, []*waiter{first, second}, c.queue.ws, "both wait for a's busy connection")
+				return
+			}
+			g := granted(t, second, "the second in line got nothing")
+			assert.True(t, g.dials(), "a new connection on a")
+			assert.Equal(t, a, g.slot.path)
+			assert.Equal(t, []*waiter{first}, c.queue.ws, "the first waits for a's busy connection")
+			c.undo(g)
+		})
+	}
 }
 
 // A choice of a connection on a path (not Fresh) followed by the other
