@@ -110,40 +110,30 @@ func (q *waitQueue) has(key string) bool {
 // aheadOf reports whether a waiter for w's destination is ahead of w (for
 // a w not in the queue: whether any waits for its destination).
 func (q *waitQueue) aheadOf(w *waiter) bool {
-	for _, o := range q.ws {
-		if o == w {
-			return false
-		}
-		if o.key == w.key {
-			return true
-		}
-	}
-	return false
+	return q.anyAhead(w, func(*waiter) bool { return true })
 }
 
 // undecidedAhead reports whether a waiter for w's destination is ahead of
 // w that has not chosen to wait for a busy connection (see
 // replaceIdleFor).
 func (q *waitQueue) undecidedAhead(w *waiter) bool {
-	for _, o := range q.ws {
-		if o == w {
-			return false
-		}
-		if o.key == w.key && o.wants == nil {
-			return true
-		}
-	}
-	return false
+	return q.anyAhead(w, func(o *waiter) bool { return o.wants == nil })
 }
 
-// wantedAhead reports whether a waiter ahead of w waits for e: it gets e
-// first.
+// wantedAhead reports whether a waiter ahead of w waits for e, one of w's
+// destination's connections: it gets e first.
 func (q *waitQueue) wantedAhead(w *waiter, e *entry) bool {
+	return q.anyAhead(w, func(o *waiter) bool { return o.wants == e })
+}
+
+// anyAhead reports whether a waiter for w's destination ahead of w (all of
+// them, for a w not in the queue) is one that match says.
+func (q *waitQueue) anyAhead(w *waiter, match func(o *waiter) bool) bool {
 	for _, o := range q.ws {
 		if o == w {
 			return false
 		}
-		if o.wants == e {
+		if o.key == w.key && match(o) {
 			return true
 		}
 	}

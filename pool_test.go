@@ -451,16 +451,7 @@ func TestReplacingEvensThePathsOut(t *testing.T) {
 					}
 				}
 			}))
-			var es []*entry
-			for i := range tc.onA {
-				es = append(es, busyEntry(uint64(1+i), a))
-			}
-			for i := range tc.onB {
-				es = append(es, busyEntry(uint64(10+i), b))
-			}
-			idle := &entry{id: 20, key: "k", path: b, c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
-			es = append(es, idle)
-			c := poolWith(m, len(es), 17, []*Path{a, b}, es...)
+			c, idle := poolIdleOnB(m, a, b, tc.onA, tc.onB)
 			w := queuedWaiter(100_000)
 			c.mu.Lock()
 			g, ok := c.attempt(w, nil)
@@ -473,6 +464,22 @@ func TestReplacingEvensThePathsOut(t *testing.T) {
 			}
 		})
 	}
+}
+
+// poolIdleOnB is a pool over paths a and b at its host's limit, with
+// onA busy connections on a and onB on b, and one idle on b, which it
+// returns.
+func poolIdleOnB(m *Manager, a, b *Path, onA, onB int) (*core, *entry) {
+	var es []*entry
+	for i := range onA {
+		es = append(es, busyEntry(uint64(1+i), a))
+	}
+	for i := range onB {
+		es = append(es, busyEntry(uint64(10+i), b))
+	}
+	idle := &entry{id: 20, key: "k", path: b, c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
+	es = append(es, idle)
+	return poolWith(m, len(es), 17, []*Path{a, b}, es...), idle
 }
 
 // A waiter behind one that chose to wait for a busy connection may make
@@ -495,11 +502,10 @@ func TestAWaiterBehindAChosenWaitMakesRoom(t *testing.T) {
 		{"b holds one more: the paths stay as they are", 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			onA := busyEntry(1, a)
 			m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
 				if req.Intents.SizeToBeReceived == 1 { // the first in line: a's busy one
 					for i := range req.Candidates {
-						if c := &req.Candidates[i]; c.ID == onA.id {
+						if c := &req.Candidates[i]; c.Path == a {
 							d.Choices = append(d.Choices, Choice{Reuse: c})
 						}
 					}
@@ -510,13 +516,7 @@ func TestAWaiterBehindAChosenWaitMakesRoom(t *testing.T) {
 					d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
 				}
 			}))
-			es := []*entry{onA}
-			for i := range tc.busyOnB {
-				es = append(es, busyEntry(uint64(10+i), b))
-			}
-			idle := &entry{id: 20, key: "k", path: b, c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
-			es = append(es, idle)
-			c := poolWith(m, len(es), 17, []*Path{a, b}, es...)
+			c, idle := poolIdleOnB(m, a, b, 1, tc.busyOnB)
 			first, second := queuedWaiter(1), queuedWaiter(100_000)
 			setQueue(c, first, second)
 			c.serve()
