@@ -294,7 +294,7 @@ func appendPath(cs []Choice, c Choice) []Choice {
 // DecisionInfo is one decision with its inputs, for tracing.
 type DecisionInfo struct {
 	Intents    Intents
-	SizeSource string // where Intents.SizeToBeReceived came from: SizeFromIntents, SizeFromURL, SizeFromOrigin, or "" (unknown)
+	SizeSource string // where Intents.SizeToBeReceived came from: SizeFromIntents, SizeFromURL, SizeFromOrigin, SizeFromRecent, SizeFromResponse, or "" (unknown)
 	Dest       Destination
 	Permitted  []*Path     // the paths the policy was offered
 	Excluded   []Exclusion // and why the others were not

@@ -84,10 +84,10 @@ func (c *core) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant, step
 	sc.cands = cands
 	var originTypical int64
 	if w.sizeOrigin != "" && c.originSize != nil {
-		if typical, ok := c.originSize(w.sizeOrigin); ok {
+		if typical, source := c.originSize(w.sizeOrigin); source != "" {
 			// What the responses since the request came teach.
 			originTypical = typical
-			w.in.SizeToBeReceived, w.sizeSource = typical, SizeFromOrigin
+			w.in.SizeToBeReceived, w.sizeSource = typical, source
 		}
 	}
 	queued := c.queue.bytesFor(w.key, w, originTypical, 0)

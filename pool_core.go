@@ -179,10 +179,11 @@ type core struct {
 	// other path (see prepareOthers): a Transport's, whose connections
 	// idle until a request is sent on them.
 	warm bool
-	// originSize, if set, is the median size of an origin's recent
-	// responses (see connRequest.sizeOrigin). It takes a lock of its own:
-	// never one of the pool's.
-	originSize    func(origin string) (int64, bool)
+	// originSize, if set, is the size to expect from an origin for a URL
+	// not seen and where it came from (SizeFromOrigin or SizeFromRecent;
+	// "" if nothing is known; see connRequest.sizeOrigin). It takes a lock
+	// of its own: never one of the pool's.
+	originSize    func(origin string) (int64, string)
 	stopMeasuring context.CancelFunc
 	measureCtx    context.Context
 
@@ -315,7 +316,7 @@ type connRequest struct {
 	// the caller knows (a Transport, once per origin): decisions need not
 	// parse it each time.
 	loopback hostHint
-	// sizeOrigin, if set, names the origin whose median response size
+	// sizeOrigin, if set, names the origin whose typical response size
 	// (core.originSize) stands for the request's: looked up again at each
 	// decision, as the responses before it teach more.
 	sizeOrigin string

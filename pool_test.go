@@ -978,7 +978,12 @@ func TestOriginMeanAtDecisionTime(t *testing.T) {
 	}))
 	c := poolWith(m, 6, 17, []*Path{a})
 	mean := int64(10_000) // the root's, when the requests came
-	c.originSize = func(origin string) (int64, bool) { return mean, origin == "o" }
+	c.originSize = func(origin string) (int64, string) {
+		if origin != "o" {
+			return 0, ""
+		}
+		return mean, SizeFromOrigin
+	}
 	first, behind := queuedWaiter(10_000), queuedWaiter(10_000)
 	first.sizeOrigin, behind.sizeOrigin = "o", "o"
 	setQueue(c, first, behind)

@@ -16,6 +16,10 @@ const (
 	// SizeFromOrigin: the median of the origin's recent responses, for a
 	// URL not seen before (Transport): a page's objects are often alike.
 	SizeFromOrigin = "origin"
+	// SizeFromRecent: the median of the Transport's recent responses from
+	// any origin, for an origin not heard from yet (Transport): a page's
+	// objects on its other hosts are often like those already in.
+	SizeFromRecent = "recent"
 	// SizeFromResponse: the Content-Length of the response arriving, less
 	// what has arrived (read, or on Linux waiting in the socket: a
 	// decision whether to move it; see Mover).
@@ -24,13 +28,23 @@ const (
 
 // sizeCache remembers response sizes as hints for later requests: each
 // URL's last Content-Length (forgetting the oldest URLs beyond max), and
-// each origin's recent sizes, whose median stands for URLs it has not seen.
+// each origin's recent sizes, whose median stands for URLs it has not seen,
+// and every origin's together, whose median stands for origins it has not
+// heard from.
+//
+// Without the last, a page's requests to its other hosts went out with no
+// size at all while the root's origin had one: EAF, told nothing, took the
+// lowest RTT, and with the farther path's not yet measured that put all of
+// them on the nearer path, however slow (over three hosts, 2 Mbit/s at
+// 50 ms beside 20 Mbit/s at 200 ms: 12 connections on the slow path, the
+// hosts' slots full; BENCHMARKS.md, the twenty-fourth session).
 type sizeCache struct {
 	max     int
 	mu      sync.Mutex
 	sizes   map[objectKey]int64
 	order   []objectKey
 	origins map[string]*originSizes
+	recent  originSizes // every origin's responses
 }
 
 // objectKey names an object: its origin (as the pool keys it) and its
@@ -74,27 +88,34 @@ func (c *sizeCache) get(k objectKey) int64 {
 }
 
 // predict returns the size to expect for k and where it came from: its
-// last size, else its origin's recent median; 0 and "" if neither is known.
+// last size, else its origin's recent median, else every origin's; 0 and
+// "" if nothing is known.
 func (c *sizeCache) predict(k objectKey) (int64, string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if n, ok := c.sizes[k]; ok {
 		return n, SizeFromURL
 	}
-	if o := c.origins[k.origin]; o != nil && o.n > 0 {
-		return o.median, SizeFromOrigin
-	}
-	return 0, ""
+	return c.typicalLocked(k.origin)
 }
 
-// originSize is the median of origin's recent sizes, if any are known.
-func (c *sizeCache) originSize(origin string) (int64, bool) {
+// originSize is the size to expect from origin for a URL not seen: the
+// median of its recent sizes (SizeFromOrigin), else of every origin's
+// (SizeFromRecent); "" if nothing is known.
+func (c *sizeCache) originSize(origin string) (int64, string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.typicalLocked(origin)
+}
+
+func (c *sizeCache) typicalLocked(origin string) (int64, string) {
 	if o := c.origins[origin]; o != nil && o.n > 0 {
-		return o.median, true
+		return o.median, SizeFromOrigin
 	}
-	return 0, false
+	if c.recent.n > 0 {
+		return c.recent.median, SizeFromRecent
+	}
+	return 0, ""
 }
 
 // put remembers size for k. The same size of the same object again
@@ -130,6 +151,12 @@ func (c *sizeCache) put(k objectKey, size int64) {
 		o = &originSizes{}
 		c.origins[k.origin] = o
 	}
+	o.add(size)
+	c.recent.add(size)
+}
+
+// add takes size as the newest of o's samples.
+func (o *originSizes) add(size int64) {
 	if o.n < originSamples {
 		o.n++
 	}

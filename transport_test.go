@@ -380,28 +380,33 @@ func TestCountingBodyTellsItsPathBeforeItEnds(t *testing.T) {
 }
 
 // Without a size hint, a request expects what the last response to its URL
-// had, or else the median of its origin's recent responses; the decision
-// trace says which.
+// had, or else the median of its origin's recent responses, or else, from
+// an origin not heard from yet, that of every origin's; the decision trace
+// says which.
 func TestTransportPredictsSizes(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sizes := map[string]int{"/a": 3000, "/b": 1000, "/c": 100_000, "/d": 10}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sizes := map[string]int{"/a": 3000, "/b": 1000, "/c": 100_000, "/d": 10, "/e": 20}
 		io.WriteString(w, strings.Repeat("x", sizes[r.URL.Path]))
-	}))
+	})
+	srv := httptest.NewServer(handler)
 	defer srv.Close()
+	other := httptest.NewServer(handler) // another origin: another port
+	defer other.Close()
 	tr := &Transport{Manager: loManager(t, nil)}
 	defer tr.CloseIdleConnections()
 	type seen struct {
 		size   int64
 		source string
 	}
-	ask := func(path string) seen {
+	askAt := func(url string) seen {
 		var s seen
 		ctx := WithDecisionTrace(context.Background(), func(di DecisionInfo) {
 			s = seen{di.Intents.SizeToBeReceived, di.SizeSource}
 		})
-		get(t, tr, ctx, srv.URL+path)
+		get(t, tr, ctx, url)
 		return s
 	}
+	ask := func(path string) seen { return askAt(srv.URL + path) }
 	assert.Equal(t, seen{0, ""}, ask("/a"), "nothing known yet")
 	assert.Equal(t, seen{3000, SizeFromOrigin}, ask("/b"), "a new URL: what the origin's one response had")
 	assert.Equal(t, seen{3000, SizeFromURL}, ask("/a"), "a URL seen before: its last size")
@@ -409,6 +414,10 @@ func TestTransportPredictsSizes(t *testing.T) {
 		"of two sizes the smaller, not 3000: /a's same size again is no new sample")
 	assert.Equal(t, seen{3000, SizeFromOrigin}, ask("/d"),
 		"the median of 3000, 1000 and 100000: one large object does not make the next expect 34 kB")
+	assert.Equal(t, seen{1000, SizeFromRecent}, askAt(other.URL+"/e"),
+		"an origin not heard from: the median of every origin's (10, 1000, 3000, 100000), not nothing")
+	assert.Equal(t, seen{20, SizeFromOrigin}, askAt(other.URL+"/a"),
+		"once it has answered: its own, 20 bytes, though /a was 3000 from the other origin")
 	var hinted seen
 	ctx := WithDecisionTrace(WithIntents(context.Background(), Intents{SizeToBeReceived: 77}), func(di DecisionInfo) {
 		hinted = seen{di.Intents.SizeToBeReceived, di.SizeSource}
