@@ -624,4 +624,9 @@ func TestHostileSizesStayBounded(t *testing.T) {
 	assert.LessOrEqual(t, n, int64(maxSizeEstimate), "bounded by our own setting")
 	n, _ = c.predict(objectKey{"o", "/a"})
 	assert.EqualValues(t, int64(maxSizeEstimate), n)
+	c.put(objectKey{"p", "/a"}, 1<<62)
+	n, src = c.predict(objectKey{"q", "/"})
+	assert.Equal(t, SizeFromRecent, src, "an origin not heard from: every origin's median")
+	assert.Positive(t, n, "no overflow")
+	assert.LessOrEqual(t, n, int64(maxSizeEstimate), "every origin's sizes bounded as each one's")
 }

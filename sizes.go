@@ -36,8 +36,8 @@ const (
 // size at all while the root's origin had one: EAF, told nothing, took the
 // lowest RTT, and with the farther path's not yet measured that put all of
 // them on the nearer path, however slow (over three hosts, 2 Mbit/s at
-// 50 ms beside 20 Mbit/s at 200 ms: 12 connections on the slow path, the
-// hosts' slots full; BENCHMARKS.md, the twenty-fourth session).
+// 50 ms beside 20 Mbit/s at 200 ms: 11–13 new connections a load on the
+// slow path, the hosts' slots full; BENCHMARKS.md, the twenty-fourth session).
 type sizeCache struct {
 	max     int
 	mu      sync.Mutex
@@ -51,8 +51,9 @@ type sizeCache struct {
 // request URI, which a request has without building a string.
 type objectKey struct{ origin, uri string }
 
-// originSizes are an origin's last originSamples response sizes and
-// their median, kept as they come (decisions read it far more often).
+// originSizes are an origin's last originSamples response sizes (or every
+// origin's: sizeCache.recent) and their median, kept as they come
+// (decisions read it far more often).
 //
 // The median, not the mean: a page's sizes are skewed (a few large objects
 // among many small ones), and a policy moves an object to a farther path
@@ -108,6 +109,7 @@ func (c *sizeCache) originSize(origin string) (int64, string) {
 	return c.typicalLocked(origin)
 }
 
+// typicalLocked is originSize under c.mu.
 func (c *sizeCache) typicalLocked(origin string) (int64, string) {
 	if o := c.origins[origin]; o != nil && o.n > 0 {
 		return o.median, SizeFromOrigin
