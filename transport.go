@@ -31,7 +31,8 @@ import (
 // Without a size hint in a GET's intents the Transport predicts one, so
 // that a policy such as EAF can place requests without the caller's help:
 // the last response size of the same URL, else the median of the origin's
-// recent responses, looked up again each time the request is decided
+// recent responses, else, for an origin not heard from yet, of every
+// origin's, looked up again each time the request is decided
 // (DecisionInfo.SizeSource says which). Once a response's headers are in,
 // its Content-Length is what its connection and path are known to owe.
 // While it dials a destination's first connection on one path, it opens
