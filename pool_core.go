@@ -425,7 +425,11 @@ func (c *core) watch(e *entry) {
 
 // logGrant logs, at debug level, what the pool gave a request and how
 // long it waited: the decisions logged before say what the policy wanted,
-// this what the request got.
+// this what the request got. Its size is the one it was granted at: a
+// size predicted from its origin's median is looked up again at each
+// decision (connRequest.sizeOrigin), and the request's own intents still
+// hold the one it came with (traced: grants logged at 10 kB after
+// decisions at 1 kB).
 func logGrant(ctx context.Context, log *slog.Logger, in *Intents, g grant, asked time.Time) {
 	if g.err != nil {
 		return
@@ -434,7 +438,11 @@ func logGrant(ctx context.Context, log *slog.Logger, in *Intents, g grant, asked
 	if g.e != nil {
 		got = "reuse #" + strconv.FormatUint(g.e.id, 10) + " on " + pathName(g.e.path)
 	}
-	log.LogAttrs(ctx, slog.LevelDebug, "intents grant", slog.String("intents", in.String()),
+	granted := *in
+	if g.size > 0 {
+		granted.SizeToBeReceived = g.size
+	}
+	log.LogAttrs(ctx, slog.LevelDebug, "intents grant", slog.String("intents", granted.String()),
 		slog.String("got", got), slog.Duration("waited", time.Since(asked)))
 }
 

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -996,6 +998,18 @@ func TestOriginMeanAtDecisionTime(t *testing.T) {
 	assert.Equal(t, []int64{100_000}, queued, "the request behind it too")
 	assert.EqualValues(t, 100_000, g.size, "counted as pending")
 	c.undo(g)
+}
+
+// The grant is logged at the size the request was granted at, which its
+// origin's median may have changed while it waited (see
+// TestOriginMeanAtDecisionTime), not the one it came with.
+func TestGrantLoggedAtTheGrantedSize(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	in := Intents{SizeToBeReceived: 10_000}
+	logGrant(context.Background(), log, &in, grant{e: busyEntry(3, fakePath("a", "10.9.0.1")), size: 1_000}, time.Now())
+	assert.Contains(t, buf.String(), `intents="recv=1KB" got="reuse #3 on a"`)
+	assert.EqualValues(t, 10_000, in.SizeToBeReceived, "the request's own intents stay")
 }
 
 // When a path goes down, its connections close (their requests fail with
