@@ -233,7 +233,7 @@ func main() {
 	failoverMode := flag.Bool("failover", false, "instead of page loads, cut path 1 in the middle of a download (link event, blackhole) for each failover mechanism, and measure how soon path 2 carries it on")
 	cuts := flag.Int("cuts", 10, "with -failover: cuts of each kind per mechanism")
 	mechanisms := flag.String("mechanisms", strings.Join(failoverMechanisms, ","), "with -failover: comma-separated, of: "+strings.Join(failoverMechanisms, ", "))
-	trace := flag.String("trace", "", "log this contender's loads to stderr (each object's start, end and path) and, for an intents contender, every decision and the paths' estimates")
+	trace := flag.String("trace", "", "log this contender's loads to stderr (each object's start, end and path, and what each path carried against its rate) and, for an intents contender, every decision and the paths' estimates")
 	flag.Parse()
 
 	if *failoverMode {
