@@ -300,7 +300,8 @@ type pathUse struct {
 }
 
 // pathUses sums a load's objects per path: rates are the paths' downlink
-// rates, p1's first. A path whose bytes are far below its rate over the
+// rates, p1's first (a path not named pN, as localDev's "?", gets no
+// share). A path whose bytes are far below its rate over the
 // load, or whose last object is in well before the load's, carried less
 // than it could: the trace of a slow load says at once where the time
 // went, without summing its object lines by hand.
@@ -330,11 +331,7 @@ func pathUses(res pageload.Result, rates []int64) []pathUse {
 // path busy throughout shows about 96 % (headers of 52 bytes in each
 // 1500).
 func (u pathUse) String() string {
-	name := u.path
-	if name == "" {
-		name = "(no path)" // routed by the operating system
-	}
-	s := fmt.Sprintf("%s carried %d objects, %d B", name, u.objects, u.bytes)
+	s := fmt.Sprintf("%s carried %d objects, %d B", u.path, u.objects, u.bytes)
 	if u.rate > 0 && u.plt > 0 {
 		s += fmt.Sprintf(": %.0f %% of %.1f Mbit/s over the load's %v", 100*float64(u.bytes)*8/(float64(u.rate)*u.plt.Seconds()),
 			float64(u.rate)/1e6, u.plt.Round(time.Millisecond))

@@ -289,11 +289,11 @@ func TestPathUses(t *testing.T) {
 		{Bytes: 10_000, Path: "p1", End: 100 * time.Millisecond},
 		{Bytes: 1_490_000, Path: "p1", End: 2 * time.Second},
 		{Bytes: 500_000, Path: "p2", End: 1500 * time.Millisecond},
-		{Bytes: 1_000, Path: "", End: time.Second}, // routed by the OS: no rate
+		{Bytes: 1_000, Path: "?", End: time.Second}, // localDev's unknown: no rate
 	}}
 	uses := pathUses(res, []int64{12e6, 4e6})
 	require.Len(t, uses, 3)
-	assert.Equal(t, "(no path) carried 1 objects, 1000 B; its last one in 1s before the load's", uses[0].String())
+	assert.Equal(t, "? carried 1 objects, 1000 B; its last one in 1s before the load's", uses[0].String())
 	assert.Equal(t, "p1 carried 2 objects, 1500000 B: 50 % of 12.0 Mbit/s over the load's 2s; its last one in 0s before the load's", uses[1].String())
 	assert.Equal(t, "p2 carried 1 objects, 500000 B: 50 % of 4.0 Mbit/s over the load's 2s; its last one in 500ms before the load's", uses[2].String())
 }
