@@ -217,6 +217,63 @@ func TestMoveAtTheHeaders(t *testing.T) {
 	assert.Equal(t, []Choice{{Path: mover.to.Load(), Fresh: true}}, moving[0].Choices)
 }
 
+// A response moved at its headers (sent again whole on the path the
+// policy named) resumes by range when that path goes down mid-body, as a
+// response that did not move does: the caller reads one object, byte for
+// byte, and no error.
+func TestMovedResponseResumesWhenItsPathGoesDown(t *testing.T) {
+	const size, read = 1_000_003, 32 << 10
+	var log requestLog
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		log.add(r)
+		w.Header().Set("ETag", `"v1"`)
+		if r.Header.Get("Range") != "" {
+			http.ServeContent(w, r, "", time.Time{}, testbed.NewObject(size))
+			return
+		}
+		w.Header().Set("Accept-Ranges", "bytes")
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		obj := testbed.NewObject(size)
+		io.CopyN(w, obj, 64<<10)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done(): // moved, or its path gone
+		case <-time.After(10 * time.Second): // a test that failed: the body ends, and its assertions say why
+			io.Copy(w, obj)
+		}
+	}))
+	defer srv.Close()
+	tr, mover, base := movePaths(t, srv)
+	req, err := http.NewRequestWithContext(WithIntents(context.Background(), Intents{SizeToBeReceived: 10_000}), "GET", base+"/obj", nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	h := sha256.New()
+	_, err = io.CopyN(h, resp.Body, read)
+	require.NoError(t, err)
+	p2Down := *mover.to.Load()
+	p2Down.Up = false
+	tr.Manager.paths.Store(&[]*Path{mover.first, &p2Down})
+	tr.core.drainGonePaths()
+	_, err = io.Copy(h, resp.Body)
+	require.NoError(t, err, "the rest, resumed on p1")
+	assert.Equal(t, testbed.ObjectSum(size), [32]byte(h.Sum(nil)), "the whole object, byte for byte")
+	got := log.all()
+	require.Len(t, got, 3, "%q", got)
+	assert.Equal(t, []string{"/obj  ", "/obj  "}, got[:2], "moved whole at the headers")
+	// The rest from the byte it reached: what had arrived of the 64 KiB
+	// sent is read before the closed connection fails.
+	var from int64
+	_, err = fmt.Sscanf(got[2], "/obj bytes=%d-1000002 \"v1\"", &from)
+	require.NoError(t, err, got[2])
+	assert.GreaterOrEqual(t, from, int64(read))
+	assert.LessOrEqual(t, from, int64(64<<10))
+	st := tr.Stats()
+	assert.EqualValues(t, 1, st["p1"].Moved)
+	assert.EqualValues(t, 1, st["p2"].Resumed, "counted on the path it broke off on")
+}
+
 // Mid-way a body moves with a range request for the rest, of the same
 // version (If-Range), on the path the policy names; the caller reads one
 // object, byte for byte.

@@ -43,7 +43,9 @@ type Policy interface {
 // there, so the caller gets the second response, whole and of one
 // version. Only a GET without a body is moved, only from an HTTP/1
 // connection bound to a path or an HTTP/3 one it has to itself, and only
-// once. Policies that do not implement Mover never move anything.
+// once (the response sent again there still resumes by range if that
+// path goes down, as one that did not move does). Policies that do not
+// implement Mover never move anything.
 type Mover interface {
 	Policy
 	// Move returns the path to fetch the response on instead, or nil to

@@ -772,7 +772,9 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 			switch {
 			case mc != nil:
 				resp.Body = mc.body(req, resp, cb)
-			case !moved && resumable(req, resp, e, proxy != nil):
+			case resumable(req, resp, e, proxy != nil):
+				// A response that moved is not moved again, but resumes
+				// if the path it moved onto goes down, as any other.
 				if b := rangeBody(t, req, resp, cb); b != nil {
 					resp.Body = b
 				}
