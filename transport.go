@@ -774,7 +774,8 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 				resp.Body = mc.body(req, resp, cb)
 			case resumable(req, resp, e, proxy != nil):
 				// A response that moved is not moved again, but resumes
-				// if the path it moved onto goes down, as any other.
+				// if the path it moved onto goes down or its connection
+				// stalls, as one that did not move does.
 				if b := rangeBody(t, req, resp, cb); b != nil {
 					resp.Body = b
 				}
