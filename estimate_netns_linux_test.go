@@ -3,10 +3,15 @@ package intents_test
 import (
 	"context"
 	"io"
+	"math"
+	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,9 +21,10 @@ import (
 )
 
 // TestNetnsEstimates checks the passive estimates against an emulated
-// testbed: after a few transfers on each path, the minimum RTT is within
-// 15 % of the path's setting (the smoothed one, which also holds queueing,
-// within 30 %) and the estimated capacity within 25 % of its rate; after
+// testbed: after a few transfers on each path, the minimum RTT is no less
+// than the path's setting and within 15 % of the round trip the link gave
+// in the same run (the smoothed one, which also holds queueing, less than
+// twice that), and the estimated capacity within 25 % of its rate; after
 // six transfers at once on each path, the capacity is still no more than
 // the rate (and the headers the interface counts).
 func TestNetnsEstimates(t *testing.T) {
@@ -46,8 +52,15 @@ func TestNetnsEstimatesChild(t *testing.T) {
 	require.NoError(t, err)
 	tr := &intents.Transport{Manager: m}
 	defer tr.CloseIdleConnections()
+	// The links are emulated by a process that a loaded machine schedules
+	// late, which only ever adds delay (seen in CI: a minimum of 23.6 ms
+	// on the 20 ms path). So the round trip the link gave is measured in
+	// the same run, as the fastest of handshakes before and after each
+	// transfer, and the estimates are held to that.
+	linkRTT := map[string]time.Duration{}
 	for _, p := range m.Paths() {
 		ctx := intents.WithIntents(context.Background(), intents.Intents{Interfaces: map[string]intents.Level{p.Name: intents.LevelRequire}})
+		linkRTT[p.Name] = fastestHandshake(t, p.Name, 3)
 		for range 3 {
 			req, _ := http.NewRequestWithContext(ctx, "GET", "http://host1.test/obj?size=1000000", nil)
 			resp, err := tr.RoundTrip(req)
@@ -56,6 +69,7 @@ func TestNetnsEstimatesChild(t *testing.T) {
 			resp.Body.Close()
 			require.NoError(t, err)
 			require.EqualValues(t, 1000000, n)
+			linkRTT[p.Name] = min(linkRTT[p.Name], fastestHandshake(t, p.Name, 3))
 		}
 	}
 	paths := []struct {
@@ -65,16 +79,22 @@ func TestNetnsEstimatesChild(t *testing.T) {
 	}{{"p1", 20 * time.Millisecond, 10e6}, {"p2", 60 * time.Millisecond, 5e6}}
 	for _, tc := range paths {
 		e := m.Path(tc.path).Estimate()
-		t.Logf("%s: RTT %v (min %v, set %v), capacity %.2f Mbit/s (set %.2f), loss %.3f",
-			tc.path, e.RTT, e.MinRTT, tc.rtt, float64(e.Bandwidth)/1e6, float64(tc.rate)/1e6, e.Loss)
+		given := max(tc.rtt, linkRTT[tc.path])
+		t.Logf("%s: RTT %v (min %v, set %v, fastest handshake %v), capacity %.2f Mbit/s (set %.2f), loss %.3f",
+			tc.path, e.RTT, e.MinRTT, tc.rtt, linkRTT[tc.path], float64(e.Bandwidth)/1e6, float64(tc.rate)/1e6, e.Loss)
 		assert.True(t, e.Measured)
-		// The windowed minimum is the path's own delay; the smoothed RTT
-		// also holds what the transfers queued at the link and this
-		// machine's scheduling (measured: 23.4 ms over a 20 ms path while
-		// the race detector's tests ran).
-		assert.InEpsilon(t, tc.rtt.Seconds(), e.MinRTT.Seconds(), 0.15, "%s minimum RTT", tc.path)
+		// The windowed minimum is the path's own delay: never below the
+		// setting (no packet beats the link), and near what the link gave.
+		// The smoothed RTT also holds what the transfers queued at the
+		// link, at most one bandwidth-delay product (the testbed's queue),
+		// and this machine's scheduling (measured: 23.4 ms over a 20 ms
+		// path while the race detector's tests ran, 27.7 ms with four
+		// busy loops on two cores): more than the minimum, less than
+		// twice the link's, where a transfer's duration would be seconds.
+		assert.GreaterOrEqual(t, e.MinRTT, tc.rtt-500*time.Microsecond, "%s minimum RTT: none beats the link", tc.path)
+		assert.InEpsilon(t, given.Seconds(), e.MinRTT.Seconds(), 0.15, "%s minimum RTT", tc.path)
 		assert.GreaterOrEqual(t, e.RTT, e.MinRTT, "%s RTT", tc.path)
-		assert.InEpsilon(t, tc.rtt.Seconds(), e.RTT.Seconds(), 0.3, "%s RTT", tc.path)
+		assert.Less(t, e.RTT, 2*given, "%s RTT", tc.path)
 		assert.InEpsilon(t, float64(tc.rate), float64(e.Bandwidth), 0.25, "%s capacity", tc.path)
 	}
 
@@ -111,4 +131,28 @@ func TestNetnsEstimatesChild(t *testing.T) {
 		assert.InEpsilon(t, float64(tc.rate), float64(e.Bandwidth), 0.25, "%s capacity", tc.path)
 		assert.LessOrEqual(t, float64(e.Bandwidth), 1.06*float64(tc.rate), "%s capacity: no more than the link's and its headers", tc.path)
 	}
+}
+
+// fastestHandshake returns the fastest of n TCP handshakes from inside the
+// client namespace to host1's web server over the path's device: the
+// round trip the emulated link gives now, scheduling delays included.
+func fastestHandshake(t *testing.T, dev string, n int) time.Duration {
+	t.Helper()
+	d := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) { err = unix.BindToDevice(int(fd), dev) }); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	fastest := time.Duration(math.MaxInt64)
+	for range n {
+		start := time.Now()
+		c, err := d.DialContext(context.Background(), "tcp", "10.71.100.1:80")
+		elapsed := time.Since(start)
+		require.NoError(t, err, "handshake on %s", dev)
+		c.Close()
+		fastest = min(fastest, elapsed)
+	}
+	return fastest
 }

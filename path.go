@@ -60,7 +60,7 @@ type Path struct {
 type Estimate struct {
 	RTT       time.Duration // smoothed round-trip time
 	RTTVar    time.Duration // its variation
-	MinRTT    time.Duration // windowed minimum (10 min)
+	MinRTT    time.Duration // windowed minimum (10 min) of the samples, connections' own (TCP_INFO) minima among them
 	Bandwidth int64         // capacity, bits/s: windowed maximum delivery rate, at least the prior
 	// BandwidthFloor says Bandwidth is only a lower bound: no prior was
 	// given and no transfer has shown the path's capacity yet (small
@@ -672,6 +672,14 @@ func classifyByName(ifi net.Interface) (InterfaceType, bool) {
 func (p *Path) sampleRTT(d time.Duration) {
 	if p != nil && p.est != nil {
 		p.est.AddRTT(d)
+	}
+}
+
+// sampleMinRTT feeds a connection's minimum RTT (TCP_INFO's, over all the
+// round trips it timed) to the path's windowed minimum.
+func (p *Path) sampleMinRTT(d time.Duration) {
+	if p != nil && p.est != nil {
+		p.est.AddMinRTT(d)
 	}
 }
 

@@ -238,6 +238,10 @@ func sampleTCP(e *entry) (tcpinfo.Info, bool) {
 		return info, false
 	}
 	e.path.sampleRTT(info.RTT)
+	// The smoothed RTT holds the queue the transfer built; the kernel's
+	// minimum over every timed acknowledgment is the path's own delay
+	// better than the few handshakes a pooled connection gives.
+	e.path.sampleMinRTT(info.MinRTT)
 	e.sampleMu.Lock()
 	defer e.sampleMu.Unlock()
 	if e.path.est != nil && info.DataSegsOut >= e.lastSegs && info.Retrans >= e.lastRetrans {

@@ -126,6 +126,18 @@ func (p *Path) AddRTT(rtt time.Duration) {
 	p.minRTT.update(p.now(), float64(rtt))
 }
 
+// AddMinRTT adds a connection's own minimum RTT (the kernel's, over every
+// acknowledgment it timed) to the windowed minimum alone: a minimum is no
+// sample of the RTT now, so the smoothed RTT does not move.
+func (p *Path) AddMinRTT(rtt time.Duration) {
+	if rtt <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.minRTT.update(p.now(), float64(rtt))
+}
+
 // AddDelivery adds a delivery-rate sample: bytes delivered over d.
 func (p *Path) AddDelivery(bytes int64, d time.Duration) {
 	if bytes <= 0 || d <= 0 {

@@ -37,6 +37,17 @@ func TestRTTSmoothing(t *testing.T) {
 	assert.Equal(t, 2, s.Samples)
 }
 
+func TestMinRTTMovesOnlyTheMinimum(t *testing.T) {
+	p := New(0, 0)
+	p.AddRTT(30 * time.Millisecond)
+	p.AddMinRTT(20 * time.Millisecond)
+	p.AddMinRTT(0) // unknown: no sample
+	s := p.Snapshot()
+	assert.Equal(t, 20*time.Millisecond, s.MinRTT)
+	assert.Equal(t, 30*time.Millisecond, s.RTT, "a minimum is no sample of the RTT now")
+	assert.Equal(t, 1, s.Samples)
+}
+
 func TestWindowedMinExpires(t *testing.T) {
 	now := time.Unix(1000, 0)
 	p := New(0, 0)
