@@ -11,12 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sockintents/intents"
+	"github.com/sockintents/intents/internal/sockopt"
 	"github.com/sockintents/intents/internal/testbed"
 )
 
@@ -139,11 +138,7 @@ func TestNetnsEstimatesChild(t *testing.T) {
 func fastestHandshake(t *testing.T, dev string, n int) time.Duration {
 	t.Helper()
 	d := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		var err error
-		if cerr := c.Control(func(fd uintptr) { err = unix.BindToDevice(int(fd), dev) }); cerr != nil {
-			return cerr
-		}
-		return err
+		return sockopt.BindToInterface(c, 0, dev, false)
 	}}
 	fastest := time.Duration(math.MaxInt64)
 	for range n {

@@ -35,7 +35,10 @@ func TestSampleTCPTakesTheKernelsMinimumRTT(t *testing.T) {
 		return info
 	}
 	buf := make([]byte, 1<<20)
-	for size := 1; size <= len(buf) && kernel().MinRTT >= kernel().RTT; size *= 4 {
+	for size := 1; size <= len(buf); size *= 4 {
+		if info := kernel(); info.MinRTT < info.RTT {
+			break
+		}
 		written := make(chan error, 1)
 		go func() { _, err := c.Write(buf[:size]); written <- err }()
 		_, err = io.ReadFull(c, make([]byte, size))
