@@ -183,7 +183,11 @@ type core struct {
 	// not seen and where it came from (SizeFromOrigin or SizeFromRecent;
 	// "" if nothing is known; see connRequest.sizeOrigin). It takes a lock
 	// of its own: never one of the pool's.
-	originSize    func(origin string) (int64, string)
+	originSize func(origin string) (int64, string)
+	// originSettled, if set, reports whether the size originSize gives
+	// for origin stands on enough responses for a burst of requests (see
+	// holdsForSizes). A lock of its own, as originSize.
+	originSettled func(origin string) bool
 	stopMeasuring context.CancelFunc
 	measureCtx    context.Context
 
@@ -236,6 +240,7 @@ type grant struct {
 	idle    time.Duration // how long e had been idle
 	slot    dialSlot      // when dials()
 	size    int64         // bytes the request expects, counted as pending
+	held    bool          // a new connection was held back for it (see holdsForSizes)
 	err     error
 }
 
@@ -442,8 +447,11 @@ func logGrant(ctx context.Context, log *slog.Logger, in *Intents, g grant, asked
 	if g.size > 0 {
 		granted.SizeToBeReceived = g.size
 	}
-	log.LogAttrs(ctx, slog.LevelDebug, "intents grant", slog.String("intents", granted.String()),
-		slog.String("got", got), slog.Duration("waited", time.Since(asked)))
+	attrs := []slog.Attr{slog.String("intents", granted.String()), slog.String("got", got), slog.Duration("waited", time.Since(asked))}
+	if g.held {
+		attrs = append(attrs, slog.String("held", "for the origin's first sizes"))
+	}
+	log.LogAttrs(ctx, slog.LevelDebug, "intents grant", attrs...)
 }
 
 func isMPTCP(c net.Conn) bool {

@@ -38,13 +38,22 @@ type waiter struct {
 	wantsPath *Path
 	decided   bool    // the policy was asked at least once
 	permitted []*Path // by its last decision
+	// heldSince is when a new connection was first held back for w until
+	// its origin's sizes are known (see holdsForSizes); holdTimer ends
+	// the hold.
+	heldSince time.Time
+	holdTimer *time.Timer
 }
 
-// stopTimer stops w's timer, if armed. Under core.mu.
+// stopTimer stops w's timers, if armed. Under core.mu.
 func (w *waiter) stopTimer() {
 	if w.timer != nil {
 		w.timer.Stop()
 		w.timer = nil
+	}
+	if w.holdTimer != nil {
+		w.holdTimer.Stop()
+		w.holdTimer = nil
 	}
 }
 

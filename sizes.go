@@ -120,12 +120,25 @@ func (c *sizeCache) typicalLocked(origin string) (int64, string) {
 	return 0, ""
 }
 
-// put remembers size for k. The same size of the same object again
-// changes nothing: an object fetched over and over does not crowd the
-// others out of its origin's median.
-func (c *sizeCache) put(k objectKey, size int64) {
+// settled reports whether origin's typical size (see originSize: its
+// own, else every origin's) stands on enough sizes for a burst of its
+// requests to be placed on it (see core.holdsForSizes).
+func (c *sizeCache) settled(origin string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if o := c.origins[origin]; o != nil && o.n > 0 {
+		return o.settled()
+	}
+	return c.recent.settled()
+}
+
+// put remembers size for k, and reports whether that settled k's
+// origin's median, or every origin's (see settled). The same size of the
+// same object again changes nothing: an object fetched over and over does
+// not crowd the others out of its origin's median.
+func (c *sizeCache) put(k objectKey, size int64) (enough bool) {
 	if c.max <= 0 || size < 0 {
-		return
+		return false
 	}
 	size = min(size, maxSizeEstimate)
 	c.mu.Lock()
@@ -135,7 +148,7 @@ func (c *sizeCache) put(k objectKey, size int64) {
 	}
 	old, ok := c.sizes[k]
 	if ok && old == size {
-		return
+		return false
 	}
 	if !ok {
 		c.order = append(c.order, k)
@@ -153,8 +166,10 @@ func (c *sizeCache) put(k objectKey, size int64) {
 		o = &originSizes{}
 		c.origins[k.origin] = o
 	}
+	was, wasRecent := o.settled(), c.recent.settled()
 	o.add(size)
 	c.recent.add(size)
+	return (!was && o.settled()) || (!wasRecent && c.recent.settled())
 }
 
 // add takes size as the newest of o's samples.
@@ -170,6 +185,20 @@ func (o *originSizes) add(size int64) {
 	o.median = sorted[(o.n-1)/2]
 }
 
+// settled reports whether o's median stands on enough sizes for a burst
+// of requests: sizesToHoldFor, or two whose newer is the smaller (the
+// median, the lower middle, is then the page's own size, not its root's:
+// a page of small objects need not wait for a third).
+func (o *originSizes) settled() bool {
+	switch {
+	case o.n >= sizesToHoldFor:
+		return true
+	case o.n == 2:
+		return o.recent[1] < o.recent[0]
+	}
+	return false
+}
+
 // objectOf names the object at u for the size cache (ok false: u is not
 // an http or https URL).
 func (t *Transport) objectOf(u *url.URL) (objectKey, bool) {
@@ -183,7 +212,16 @@ func (t *Transport) objectOf(u *url.URL) (objectKey, bool) {
 // rememberSize remembers the size of the object at u.
 func (t *Transport) rememberSize(u *url.URL, size int64) {
 	if k, ok := t.objectOf(u); ok {
-		t.sizes.put(k, size)
+		learnSize(t.sizes, t.core, k, size)
+	}
+}
+
+// learnSize remembers size for k in sizes; the requests c holds until
+// their origin's typical size stands on a few responses (see
+// core.holdsForSizes) are decided again once it does.
+func learnSize(sizes *sizeCache, c *core, k objectKey, size int64) {
+	if sizes.put(k, size) && c.waiting() {
+		c.serve()
 	}
 }
 

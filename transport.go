@@ -47,6 +47,13 @@ import (
 // make room at MaxConnsPerHost. A path that gets no spare and that no
 // transfer has measured yet is measured with a bare TCP handshake (opened
 // and closed at once, one at a time per path; not through a proxy).
+// While such a handshake is out and a burst of requests goes to an origin
+// not heard from yet, predicted at a size that stands on fewer than three
+// responses (a page's other hosts, right after its root document), that
+// destination gets at most three connections on the measured paths; the
+// rest of the burst waits until the page's first responses' headers tell
+// their sizes, at most four round trips of the nearest path, so that its
+// connections open on the page's own sizes, not the root's.
 //
 // A GET's response body of known length that can be had by byte range (a
 // strong validator, Accept-Ranges: bytes, no content coding; on a path
@@ -394,6 +401,7 @@ func (t *Transport) init() {
 		t.sizes.max = 4096
 	}
 	t.core.originSize = t.sizes.originSize
+	t.core.originSettled = t.sizes.settled
 	t.ready.Store(true)
 }
 
@@ -733,7 +741,7 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 			return nil, e.pathErr(err)
 		}
 		if object.origin != "" && resp.ContentLength >= 0 && resp.StatusCode == http.StatusOK {
-			t.sizes.put(object, resp.ContentLength)
+			learnSize(t.sizes, t.core, object, resp.ContentLength)
 		}
 		if t.HTTP3 != nil && scheme == "https" && proxy == nil {
 			if alt := resp.Header["Alt-Svc"]; len(alt) > 0 {
@@ -764,8 +772,8 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 			}
 			cb := &countingBody{rc: resp.Body, t: t, e: e, start: time.Now()}
 			if object.origin != "" && resp.ContentLength < 0 && resp.StatusCode == http.StatusOK {
-				sizes, of := t.sizes, object // copies: object itself stays off the heap
-				cb.sizeOf = func(n int64) { sizes.put(of, n) }
+				sizes, core, of := t.sizes, t.core, object // copies: object itself stays off the heap
+				cb.sizeOf = func(n int64) { learnSize(sizes, core, of, n) }
 			}
 			cb.expect.Store(expect)
 			resp.Body = cb
