@@ -291,7 +291,7 @@ const holdRTTs = 4
 // placed on the page's own sizes, and those for larger objects spread.
 // Measured (BENCHMARKS.md, twenty-ninth session), pages over three hosts:
 // 32 × 100 kB over 20 Mbit/s at 10 ms beside 20 Mbit/s at 200 ms 24 %
-// sooner, the grid's geometric mean 1.7 % sooner. Not for the root's own
+// sooner, the geometric mean of the grid's cells 1.7 % sooner. Not for the root's own
 // origin (SizeFromOrigin): held there too, a page's burst on one host
 // gained as much over a far path of 20 Mbit/s, but pages of small objects
 // over a near path of 10 or 20 ms lost 4–10 % each (the hold lasts one
@@ -328,19 +328,7 @@ func (c *core) holdsForSizes(w *waiter, now time.Time) bool {
 	}
 	if w.inQueue && w.holdTimer == nil {
 		// A waiter not queued yet is decided again as soon as it is.
-		var t *time.Timer
-		t = time.AfterFunc(left, func() {
-			c.mu.Lock()
-			if w.holdTimer != t || !w.inQueue { // stopped meanwhile
-				c.mu.Unlock()
-				return
-			}
-			w.holdTimer = nil
-			c.again = true // its last decision no longer stands
-			c.mu.Unlock()
-			c.serve()
-		})
-		w.holdTimer = t
+		c.decideAgainAfter(w, &w.holdTimer, left, func() bool { return true })
 	}
 	return true
 }

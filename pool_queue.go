@@ -189,28 +189,41 @@ var maxWaitForBusy = time.Second
 // wait, not on one connection) and takes its policy's next choice. Under
 // c.mu.
 func (c *core) waitAtMost(w *waiter) {
-	var t *time.Timer
-	t = time.AfterFunc(maxWaitForBusy, func() {
-		c.mu.Lock()
-		if w.timer != t || !w.inQueue { // stopped meanwhile
-			c.mu.Unlock()
-			return
-		}
-		w.timer = nil // a later wait for a busy connection arms its own
+	c.decideAgainAfter(w, &w.timer, maxWaitForBusy, func() bool {
 		e := w.wants
 		if e == nil { // it waits for room now, not for a connection
-			c.mu.Unlock()
-			return
+			return false
 		}
 		if w.waitedOut == nil {
 			w.waitedOut = map[*entry]bool{}
 		}
 		w.waitedOut[e] = true
+		return true
+	})
+}
+
+// decideAgainAfter arms *slot, one of w's timers: after d, unless stopped
+// meanwhile (stopTimer) or w left the queue, it clears *slot and, if
+// fired (under c.mu) says so, has the queue decided again, w's last
+// decision no longer standing. Under c.mu.
+func (c *core) decideAgainAfter(w *waiter, slot **time.Timer, d time.Duration, fired func() bool) {
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
+		c.mu.Lock()
+		if *slot != t || !w.inQueue { // stopped meanwhile
+			c.mu.Unlock()
+			return
+		}
+		*slot = nil // a later wait arms its own
+		if !fired() {
+			c.mu.Unlock()
+			return
+		}
 		c.again = true // its last decision no longer stands
 		c.mu.Unlock()
 		c.serve()
 	})
-	w.timer = t
+	*slot = t
 }
 
 // waiterPool keeps the waiters of requests served at once: most are.

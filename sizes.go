@@ -111,25 +111,33 @@ func (c *sizeCache) originSize(origin string) (int64, string) {
 
 // typicalLocked is originSize under c.mu.
 func (c *sizeCache) typicalLocked(origin string) (int64, string) {
-	if o := c.origins[origin]; o != nil && o.n > 0 {
-		return o.median, SizeFromOrigin
-	}
-	if c.recent.n > 0 {
-		return c.recent.median, SizeFromRecent
+	if o, source := c.standsOnLocked(origin); o != nil {
+		return o.median, source
 	}
 	return 0, ""
 }
 
-// settled reports whether origin's typical size (see originSize: its
-// own, else every origin's) stands on enough sizes for a burst of its
-// requests to be placed on it (see core.holdsForSizes).
+// standsOnLocked returns the sizes origin's typical size is taken from
+// (its own, else every origin's) and which those are; nil if none are
+// known. Under c.mu.
+func (c *sizeCache) standsOnLocked(origin string) (*originSizes, string) {
+	if o := c.origins[origin]; o != nil && o.n > 0 {
+		return o, SizeFromOrigin
+	}
+	if c.recent.n > 0 {
+		return &c.recent, SizeFromRecent
+	}
+	return nil, ""
+}
+
+// settled reports whether origin's typical size (see originSize) stands
+// on enough sizes for a burst of its requests to be placed on it (see
+// core.holdsForSizes).
 func (c *sizeCache) settled(origin string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if o := c.origins[origin]; o != nil && o.n > 0 {
-		return o.settled()
-	}
-	return c.recent.settled()
+	o, _ := c.standsOnLocked(origin)
+	return o != nil && o.settled()
 }
 
 // put remembers size for k, and reports whether that settled k's

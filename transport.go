@@ -49,7 +49,8 @@ import (
 // and closed at once, one at a time per path; not through a proxy).
 // While such a handshake is out and a burst of requests goes to an origin
 // not heard from yet, predicted at a size that stands on fewer than three
-// responses (a page's other hosts, right after its root document), that
+// responses (two where the second is the smaller: a page's other hosts,
+// right after its root document), that
 // destination gets at most three connections on the measured paths; the
 // rest of the burst waits until the page's first responses' headers tell
 // their sizes, at most four round trips of the nearest path, so that its
