@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -100,6 +101,7 @@ func (c contender) closeIdle() {
 }
 
 func newContender(key string, cfg config) contender {
+	perHost := cmp.Or(cfg.ConnsPerHost, pageload.MaxConnsPerHost)
 	manager := func(p intents.Policy, priors bool) *intents.Manager {
 		paths := []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}}
 		if priors {
@@ -127,15 +129,15 @@ func newContender(key string, cfg config) contender {
 		// The browsers' limits, as the page loader's other contenders have
 		// them; a browser keeps its idle connections too.
 		base := http.DefaultTransport.(*http.Transport).Clone()
-		base.MaxIdleConnsPerHost = pageload.MaxConnsPerHost
-		tr := &intents.Transport{Manager: m, MaxConnsPerHost: pageload.MaxConnsPerHost, MaxConns: pageload.MaxConns, Base: base}
+		base.MaxIdleConnsPerHost = perHost
+		tr := &intents.Transport{Manager: m, MaxConnsPerHost: perHost, MaxConns: pageload.MaxConns, Base: base}
 		return contender{key: key, rt: tr, m: m, fresh: true}
 	}
 	switch key {
 	case "path1":
-		return contender{key: key, rt: boundTransport("p1")}
+		return contender{key: key, rt: boundTransport("p1", perHost)}
 	case "path2":
-		return contender{key: key, rt: boundTransport("p2")}
+		return contender{key: key, rt: boundTransport("p2", perHost)}
 	case "rr":
 		return withPolicy(&policy.RoundRobin{}, false)
 	case "eaf":
@@ -176,7 +178,7 @@ func newContender(key string, cfg config) contender {
 				Interfaces: map[string]intents.Level{"p1": intents.LevelPrefer}})
 			return d.DialContext(ctx, network, addr)
 		}
-		return contender{key: key, rt: &http.Transport{DialContext: dial, MaxConnsPerHost: pageload.MaxConnsPerHost}}
+		return contender{key: key, rt: &http.Transport{DialContext: dial, MaxConnsPerHost: perHost}}
 	}
 	panic("unknown contender " + key) // checked by main
 }
@@ -358,7 +360,7 @@ func movesOf(rt http.RoundTripper) [3]int64 {
 // first load pays for the fresh namespaces' neighbour discovery.
 func warmPaths() {
 	for _, dev := range []string{"p1", "p2"} {
-		rt := boundTransport(dev)
+		rt := boundTransport(dev, pageload.MaxConnsPerHost)
 		req, _ := http.NewRequest(http.MethodGet, "http://10.71.100.1/obj/1", nil)
 		resp, err := rt.RoundTrip(req)
 		if err != nil {
@@ -371,9 +373,9 @@ func warmPaths() {
 }
 
 // boundTransport is net/http on one path only.
-func boundTransport(dev string) *http.Transport {
+func boundTransport(dev string, perHost int) *http.Transport {
 	d := &net.Dialer{Control: bindControl(dev)}
-	return &http.Transport{DialContext: d.DialContext, MaxConnsPerHost: pageload.MaxConnsPerHost}
+	return &http.Transport{DialContext: d.DialContext, MaxConnsPerHost: perHost}
 }
 
 // progress draws a bar on stderr, if it is a terminal.

@@ -19,11 +19,12 @@
 // retransmission timeouts of six connections slow-starting into a shallow
 // queue more than anything else (see BENCHMARKS.md). Every table and CSV
 // row says which, and how many loads waited for a retransmission timeout
-// at the server. Each cell's page load times are set against its lower
-// bound (the links' rates) and, where path 1 and path 2 alone ran, against
-// their own loads split as a fluid (what TCP made of the paths; see
-// fluidSplit). Tables go to stdout, a progress bar to stderr, CSV files
-// and SVG plots to -out.
+// at the server. -conns sets every contender's connections per host (a
+// browser's 6 by default). Each cell's page load times are set against
+// its lower bound (the links' rates) and, where path 1 and path 2 alone
+// ran, against their own loads split as a fluid (what TCP made of the
+// paths; see fluidSplit). Tables go to stdout, a progress bar to stderr,
+// CSV files and SVG plots to -out.
 //
 // The server side (link emulator, web servers) runs in this process; the
 // client side runs as a copy of this program inside the client namespace,
@@ -188,6 +189,9 @@ type config struct {
 	// CA is the web server's CA certificate (DER), for the contenders
 	// that load over HTTPS (HTTP/3).
 	CA []byte
+	// ConnsPerHost is every contender's limit of connections per host
+	// (0: a browser's, pageload.MaxConnsPerHost).
+	ConnsPerHost int
 }
 
 // record is one measured page load.
@@ -233,6 +237,7 @@ func main() {
 	failoverMode := flag.Bool("failover", false, "instead of page loads, cut path 1 in the middle of a download (link event, blackhole) for each failover mechanism, and measure how soon path 2 carries it on")
 	cuts := flag.Int("cuts", 10, "with -failover: cuts of each kind per mechanism")
 	mechanisms := flag.String("mechanisms", strings.Join(failoverMechanisms, ","), "with -failover: comma-separated, of: "+strings.Join(failoverMechanisms, ", "))
+	conns := flag.Int("conns", pageload.MaxConnsPerHost, "connections per host for every contender (a browser's 6; fewer shows what a path carries with a part of them)")
 	trace := flag.String("trace", "", "log this contender's loads to stderr (each object's start, end and path, and what each path carried against its rate) and, for an intents contender, every decision and the paths' estimates")
 	flag.Parse()
 
@@ -295,15 +300,19 @@ func main() {
 	if *reps < 1 {
 		log.Fatal("-reps must be at least 1")
 	}
+	if *conns < 1 || *conns > pageload.MaxConns {
+		log.Fatalf("-conns must be from 1 to %d (the limit over all hosts)", pageload.MaxConns)
+	}
 	if os.Geteuid() != 0 {
 		log.Fatal("pageload builds network namespaces: run it as root (sudo)")
 	}
-	run := run{workloads: workloads, contenders: keys, reps: *reps, trace: *trace}
+	run := run{workloads: workloads, contenders: keys, reps: *reps, trace: *trace, conns: *conns}
 	records, err := run.all(scens)
 	if err != nil {
 		log.Fatal(err)
 	}
 	res := newResults(scens, workloads, keys, records)
+	res.connsPerHost = *conns
 	res.printTables(os.Stdout)
 	if err := res.write(*out); err != nil {
 		log.Fatal(err)
@@ -316,6 +325,7 @@ type run struct {
 	contenders []string
 	reps       int
 	trace      string
+	conns      int // connections per host (0: a browser's)
 }
 
 // all runs every scenario on a testbed of its own.
@@ -348,7 +358,7 @@ func (r run) scenario(sc scenario, done, total int) ([]record, error) {
 		return nil, err
 	}
 	cfg := config{Scenario: sc.Name, Workloads: r.workloads, Contenders: r.contenders, Reps: r.reps,
-		Trace: r.trace, ServerNetns: tb.Server.Name, Done: done, Total: total,
+		Trace: r.trace, ServerNetns: tb.Server.Name, Done: done, Total: total, ConnsPerHost: r.conns,
 		CA: web.CA.Cert.Certificate[len(web.CA.Cert.Certificate)-1]}
 	for _, p := range sc.Paths {
 		cfg.RTT = append(cfg.RTT, p.RTT())

@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/csv"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -296,4 +297,23 @@ func TestPathUses(t *testing.T) {
 	assert.Equal(t, "? carried 1 objects, 1000 B; its last one in 1s before the load's", uses[0].String())
 	assert.Equal(t, "p1 carried 2 objects, 1500000 B: 50 % of 12.0 Mbit/s over the load's 2s; its last one in 0s before the load's", uses[1].String())
 	assert.Equal(t, "p2 carried 1 objects, 500000 B: 50 % of 4.0 Mbit/s over the load's 2s; its last one in 500ms before the load's", uses[2].String())
+}
+
+// -conns reaches every contender's transport through the config the
+// client copy of this program gets; unset, a browser's limit.
+func TestConnsPerHost(t *testing.T) {
+	for _, tc := range []struct{ set, want int }{{0, pageload.MaxConnsPerHost}, {3, 3}} {
+		for _, key := range []string{"path1", "path2"} {
+			c := newContender(key, config{ConnsPerHost: tc.set})
+			tr, ok := c.rt.(*http.Transport)
+			require.True(t, ok, key)
+			assert.Equal(t, tc.want, tr.MaxConnsPerHost, "%s with -conns %d", key, tc.set)
+		}
+	}
+	res := newResults(nil, nil, nil, nil)
+	res.connsPerHost = 3
+	res.cells = []cellKey{{"symmetric", "32×100KB"}}
+	var out strings.Builder
+	res.printTables(&out)
+	assert.Contains(t, out.String(), "; 3 connections per host", "a table says when its limit was not a browser's")
 }

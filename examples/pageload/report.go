@@ -39,11 +39,14 @@ type stats struct {
 }
 
 type results struct {
-	cells      []cellKey
-	contenders []string
-	records    []record
-	by         map[cellKey]map[string]stats
-	bound      map[cellKey]time.Duration
+	// connsPerHost is the contenders' limit, if -conns set one (0: a
+	// browser's).
+	connsPerHost int
+	cells        []cellKey
+	contenders   []string
+	records      []record
+	by           map[cellKey]map[string]stats
+	bound        map[cellKey]time.Duration
 	// fluid is the single paths' own loads combined (see fluidSplit); 0
 	// without both.
 	fluid   map[cellKey]time.Duration
@@ -178,6 +181,9 @@ func (r *results) printTables(w io.Writer) {
 			k.scenario, k.workload, r.bytes[k.workload], r.queue[k.scenario], r.bound[k].Seconds())
 		if f := r.fluid[k]; f > 0 {
 			fmt.Fprintf(w, "; the paths' loads alone split as a fluid %.2f s", f.Seconds())
+		}
+		if r.connsPerHost > 0 && r.connsPerHost != pageload.MaxConnsPerHost {
+			fmt.Fprintf(w, "; %d connections per host", r.connsPerHost)
 		}
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
