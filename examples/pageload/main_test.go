@@ -310,10 +310,25 @@ func TestConnsPerHost(t *testing.T) {
 			assert.Equal(t, tc.want, tr.MaxConnsPerHost, "%s with -conns %d", key, tc.set)
 		}
 	}
-	res := newResults(nil, nil, nil, nil)
-	res.connsPerHost = 3
-	res.cells = []cellKey{{"symmetric", "32×100KB"}}
-	var out strings.Builder
-	res.printTables(&out)
-	assert.Contains(t, out.String(), "; 3 connections per host", "a table says when its limit was not a browser's")
+	scens, err := parseScenarios("symmetric")
+	require.NoError(t, err)
+	w := pageload.Uniform(2, 1000, 1)
+	for _, conns := range []int{pageload.MaxConnsPerHost, 3} {
+		res := newResults(scens, []pageload.Workload{w}, []string{"path1"},
+			[]record{{Scenario: scens[0].Name, Workload: w.Name, Contender: "path1", PLT: time.Second}})
+		res.connsPerHost = conns
+		var out strings.Builder
+		res.printTables(&out)
+		dir := t.TempDir()
+		require.NoError(t, res.write(dir))
+		loads, err := os.ReadFile(filepath.Join(dir, "loads.txt"))
+		require.NoError(t, err)
+		if conns == pageload.MaxConnsPerHost {
+			assert.NotContains(t, out.String(), "connections per host", "a browser's limit goes without saying")
+			assert.Contains(t, string(loads), "/queue=1/contender=path1 ", "so that runs before -conns compare")
+			continue
+		}
+		assert.Contains(t, out.String(), "; 3 connections per host", "a table says when its limit was not a browser's")
+		assert.Contains(t, string(loads), "/queue=1/conns=3/contender=path1 ", "benchstat keeps such loads apart")
+	}
 }

@@ -297,15 +297,20 @@ func (r *results) write(dir string) error {
 // the runs of two builds taking turns cell by cell: medians, confidence
 // intervals and a significance test (Mann-Whitney U), rather than ranges
 // read by eye. Each line's name keys the cell
-// (BenchmarkPageLoad/scenario=…/page=…/queue=…/contender=…); its values are
-// the page load time, its ratio to the cell's lower bound, and the
-// server's retransmissions and timeouts.
+// (BenchmarkPageLoad/scenario=…/page=…/queue=…/contender=…, with
+// /conns=N before the contender if -conns set a limit other than a
+// browser's); its values are the page load time, its ratio to the cell's
+// lower bound, and the server's retransmissions and timeouts.
 func (r *results) writeBench(name string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "goos: %s\ngoarch: %s\npkg: github.com/sockintents/intents/examples/pageload\n", runtime.GOOS, runtime.GOARCH)
+	var conns string
+	if r.connsPerHost > 0 && r.connsPerHost != pageload.MaxConnsPerHost {
+		conns = "/conns=" + strconv.Itoa(r.connsPerHost)
+	}
 	for _, rec := range r.records {
-		fmt.Fprintf(&b, "BenchmarkPageLoad/scenario=%s/page=%s/queue=%s/contender=%s 1 %d ns/op",
-			benchKey(rec.Scenario), benchKey(rec.Workload), bdps(r.queue[rec.Scenario]), benchKey(rec.Contender), rec.PLT.Nanoseconds())
+		fmt.Fprintf(&b, "BenchmarkPageLoad/scenario=%s/page=%s/queue=%s%s/contender=%s 1 %d ns/op",
+			benchKey(rec.Scenario), benchKey(rec.Workload), bdps(r.queue[rec.Scenario]), conns, benchKey(rec.Contender), rec.PLT.Nanoseconds())
 		if bound := r.bound[cellKey{rec.Scenario, rec.Workload}]; bound > 0 { // no bound, no ratio: not a ratio of 0
 			fmt.Fprintf(&b, " %.4f plt/bound", rec.PLT.Seconds()/bound.Seconds())
 		}
