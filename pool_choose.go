@@ -265,6 +265,11 @@ func (c *core) applyNew(w *waiter, ch Choice, first bool, now time.Time) (grant,
 // originSizes.settled).
 const sizesToHoldFor = 3
 
+// holdConns is how many connections (open or being opened) a destination
+// may have on its measured paths before holdsForSizes holds back its
+// next: enough that the burst's first sizes come in while they carry it.
+const holdConns = 3
+
 // holdRTTs bounds a hold, in round trips of the nearest measured path: a
 // new connection there has its first response's headers in two (its
 // handshake, its request), and the rest is for the server's time.
@@ -282,8 +287,8 @@ const holdRTTs = 4
 // objects of the root's size, and they hold the hosts' slots for the rest
 // of the page. So while w's origin has not been heard from, the typical
 // size is not settled (originSizes.settled) and a permitted path's RTT is
-// not measured, a destination with sizesToHoldFor connections (open or
-// being opened) on its measured paths opens no more, on any path: w waits,
+// not measured, a destination with holdConns connections (open or being
+// opened) on its measured paths opens no more, on any path: w waits,
 // for one of them if its policy names one (its next choice), or for room,
 // until the page's first responses' headers have settled the typical size
 // (learnSize decides the queue again) or the other path has answered, at
@@ -291,12 +296,12 @@ const holdRTTs = 4
 // placed on the page's own sizes, and those for larger objects spread.
 // Measured (BENCHMARKS.md, twenty-ninth session), pages over three hosts:
 // 32 × 100 kB over 20 Mbit/s at 10 ms beside 20 Mbit/s at 200 ms 24 %
-// sooner, the geometric mean of the grid's cells 1.7 % sooner. Not for the root's own
-// origin (SizeFromOrigin): held there too, a page's burst on one host
-// gained as much over a far path of 20 Mbit/s, but pages of small objects
-// over a near path of 10 or 20 ms lost 4–10 % each (the hold lasts one
-// or two of its round trips, and moves decisions past the other path's
-// handshake).
+// sooner, the geometric mean of the grid's cells 1.7 % sooner. Not for
+// the root's own origin (SizeFromOrigin): held there too, a page's burst
+// on one host gained as much over a far path of 20 Mbit/s, but pages of
+// small objects over a near path of 10 or 20 ms lost 4–10 % each (the
+// hold lasts one or two of its round trips, and moves decisions past the
+// other path's handshake).
 func (c *core) holdsForSizes(w *waiter, now time.Time) bool {
 	if c.originSettled == nil || w.sizeOrigin == "" || w.sizeSource != SizeFromRecent ||
 		c.originSettled(w.sizeOrigin) {
@@ -316,7 +321,7 @@ func (c *core) holdsForSizes(w *waiter, now time.Time) bool {
 			near = rtt
 		}
 	}
-	if !unmeasured || open < sizesToHoldFor {
+	if !unmeasured || open < holdConns {
 		return false
 	}
 	if w.heldSince.IsZero() {

@@ -46,7 +46,7 @@ func attemptNow(c *core, w *waiter) (grant, bool) {
 }
 
 // A page's burst of requests, each predicted at the one size its origin
-// has told (the root's), opens no more than sizesToHoldFor connections on
+// has told (the root's), opens no more than holdConns connections on
 // the measured paths while another path's RTT is not known, on that path
 // no more either: the rest wait for the page's first sizes.
 func TestABurstWaitsForTheFirstSizes(t *testing.T) {

@@ -48,13 +48,13 @@ import (
 // transfer has measured yet is measured with a bare TCP handshake (opened
 // and closed at once, one at a time per path; not through a proxy).
 // While such a handshake is out and a burst of requests goes to an origin
-// not heard from yet, predicted at a size that stands on fewer than three
-// responses (two where the second is the smaller: a page's other hosts,
-// right after its root document), that
-// destination gets at most three connections on the measured paths; the
-// rest of the burst waits until the page's first responses' headers tell
-// their sizes, at most four round trips of the nearest path, so that its
-// connections open on the page's own sizes, not the root's.
+// not heard from yet (a page's other hosts, right after its root
+// document), predicted at a size that stands on fewer than three
+// responses (two where the second is the smaller), that destination gets
+// at most three connections on the measured paths; the rest of the burst
+// waits until the page's first responses' headers tell their sizes, at
+// most four round trips of the nearest path, so that its connections open
+// on the page's own sizes, not the root's.
 //
 // A GET's response body of known length that can be had by byte range (a
 // strong validator, Accept-Ranges: bytes, no content coding; on a path

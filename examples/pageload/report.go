@@ -172,6 +172,15 @@ func pathList(m map[string]int) string {
 	return strings.Join(parts, " ")
 }
 
+// connsLimit is the contenders' connections per host if -conns set other
+// than a browser's, which the tables and loads.txt then say; else 0.
+func (r *results) connsLimit() int {
+	if r.connsPerHost == pageload.MaxConnsPerHost {
+		return 0
+	}
+	return r.connsPerHost
+}
+
 // printTables writes a table per cell and, for several cells, a summary of
 // each contender's speedups.
 func (r *results) printTables(w io.Writer) {
@@ -182,8 +191,8 @@ func (r *results) printTables(w io.Writer) {
 		if f := r.fluid[k]; f > 0 {
 			fmt.Fprintf(w, "; the paths' loads alone split as a fluid %.2f s", f.Seconds())
 		}
-		if r.connsPerHost > 0 && r.connsPerHost != pageload.MaxConnsPerHost {
-			fmt.Fprintf(w, "; %d connections per host", r.connsPerHost)
+		if n := r.connsLimit(); n > 0 {
+			fmt.Fprintf(w, "; %d connections per host", n)
 		}
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
@@ -305,8 +314,8 @@ func (r *results) writeBench(name string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "goos: %s\ngoarch: %s\npkg: github.com/sockintents/intents/examples/pageload\n", runtime.GOOS, runtime.GOARCH)
 	var conns string
-	if r.connsPerHost > 0 && r.connsPerHost != pageload.MaxConnsPerHost {
-		conns = "/conns=" + strconv.Itoa(r.connsPerHost)
+	if n := r.connsLimit(); n > 0 {
+		conns = "/conns=" + strconv.Itoa(n)
 	}
 	for _, rec := range r.records {
 		fmt.Fprintf(&b, "BenchmarkPageLoad/scenario=%s/page=%s/queue=%s%s/contender=%s 1 %d ns/op",
