@@ -332,3 +332,77 @@ func TestConnsPerHost(t *testing.T) {
 		assert.Contains(t, string(loads), "/queue=1/conns=3/contender=path1 ", "benchstat keeps such loads apart")
 	}
 }
+
+// The goal's test: a contender's median against the best of the three
+// baselines', with an interval from its own loads' spread, and how often
+// a twin of the best baseline passes, which a cell's spread decides.
+func TestGoal(t *testing.T) {
+	scens, err := parseScenarios("symmetric,asymmetric")
+	require.NoError(t, err)
+	w := pageload.Uniform(2, 1000, 1)
+	ms := func(v ...int) []time.Duration {
+		d := make([]time.Duration, len(v))
+		for i, x := range v {
+			d[i] = time.Duration(x) * time.Millisecond
+		}
+		return d
+	}
+	loads := map[string]map[string][]time.Duration{
+		// Steady loads: EAF a tenth slower than round robin every time.
+		scens[0].Name: {"path1": ms(2000, 2000, 2000), "path2": ms(3000, 3000, 3000), "rr": ms(1000, 1000, 1000),
+			"eaf": ms(1100, 1100, 1100), "eaf-hints": ms(1000, 1010, 1020)},
+		// Spread loads: round robin's median the best by chance.
+		scens[1].Name: {"path1": ms(1000, 1400, 1600), "path2": ms(3000, 3000, 3000), "rr": ms(900, 1300, 1700),
+			"eaf": ms(1000, 1350, 1500)},
+	}
+	var records []record
+	for scen, m := range loads {
+		for c, d := range m {
+			for i, plt := range d {
+				records = append(records, record{Scenario: scen, Workload: w.Name, Contender: c, Rep: i, PLT: plt})
+			}
+		}
+	}
+	res := newResults(scens, []pageload.Workload{w}, []string{"path1", "path2", "rr", "eaf", "eaf-hints"}, records)
+
+	assert.Empty(t, res.goal("rr"), "a baseline is not tested against itself")
+	hints := res.goal("eaf-hints")
+	require.Len(t, hints, 1, "only the cell that has the contender")
+	assert.InDelta(t, 1.01, hints[0].ratio, 1e-9)
+
+	cells := res.goal("eaf")
+	require.Len(t, cells, 2)
+	steady, spread := cells[0], cells[1]
+	assert.Equal(t, "rr", steady.best)
+	assert.InDelta(t, 1.1, steady.ratio, 1e-9)
+	assert.InDelta(t, 1.1, steady.lo, 1e-9, "no spread, no doubt")
+	assert.InDelta(t, 1.1, steady.hi, 1e-9)
+	assert.Equal(t, 1.0, steady.twin, "a twin of steady loads always passes")
+	assert.InDelta(t, 1.1, steady.p90Ratio, 1e-9)
+
+	assert.Equal(t, "rr", spread.best)
+	assert.InDelta(t, 1350.0/1300, spread.ratio, 1e-9, "outside 3 %")
+	assert.Less(t, spread.lo, goalMedianMargin, "but within it at the interval's low end")
+	assert.Greater(t, spread.hi, spread.ratio)
+	assert.Greater(t, spread.twin, 0.1)
+	assert.Less(t, spread.twin, 0.9, "a twin of spread loads fails often")
+	assert.Equal(t, cells, res.goal("eaf"), "the same loads, the same report")
+
+	tally := tallyGoal(cells)
+	assert.Equal(t, goalTally{cells: 2, within: 0, surelyOut: 1, p90Within: 2, twinWithin: 1 + spread.twin, twinPassAll: spread.twin}, tally)
+
+	var out strings.Builder
+	res.printGoal(&out)
+	t.Log("\n" + out.String())
+	assert.Contains(t, out.String(), "EAF (intents): median within 3 % in 0 of 2 cells (outside even at its interval's low end in 1), p90 within 10 % in 2")
+	assert.Contains(t, out.String(), "EAF, size hints (intents): median within 3 % in 1 of 1 cells")
+	dir := t.TempDir()
+	require.NoError(t, res.write(dir))
+	f, err := os.Open(filepath.Join(dir, "goal.csv"))
+	require.NoError(t, err)
+	rows, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	require.NoError(t, err)
+	require.Len(t, rows, 1+3, "a header and a row per tested contender and cell")
+	assert.Equal(t, []string{"symmetric", w.Name, "eaf", "rr", "1.1000", "1.1000", "1.1000", "1.1000", "1.0000"}, rows[1])
+}

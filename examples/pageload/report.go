@@ -46,6 +46,7 @@ type results struct {
 	contenders   []string
 	records      []record
 	by           map[cellKey]map[string]stats
+	loads        map[cellKey]map[string][]time.Duration // each contender's load times, sorted
 	bound        map[cellKey]time.Duration
 	// fluid is the single paths' own loads combined (see fluidSplit); 0
 	// without both.
@@ -94,6 +95,7 @@ func newResults(scens []scenario, workloads []pageload.Workload, contenders []st
 		}
 		r.by[k][rec.Contender] = s
 	}
+	r.loads = plts
 	for k, m := range plts {
 		for c, d := range m {
 			slices.Sort(d)
@@ -254,8 +256,8 @@ func (r *results) speedups(c string) []float64 {
 	return out
 }
 
-// write saves loads.csv, loads.txt, summary.csv, plt.svg and
-// speedup-ecdf.svg (and PNGs of the plots) in dir.
+// write saves loads.csv, loads.txt, summary.csv, goal.csv (see goal),
+// plt.svg and speedup-ecdf.svg (and PNGs of the plots) in dir.
 func (r *results) write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -290,7 +292,7 @@ func (r *results) write(dir string) error {
 				speedup, strconv.FormatFloat(s.median.Seconds()/r.bound[k].Seconds(), 'f', 4, 64), strconv.Itoa(s.timedOut), bdps(r.queue[k.scenario]), fluid})
 		}
 	}
-	for name, rows := range map[string][][]string{"loads.csv": loads, "summary.csv": summary} {
+	for name, rows := range map[string][][]string{"loads.csv": loads, "summary.csv": summary, "goal.csv": r.goalRows()} {
 		if err := writeCSV(filepath.Join(dir, name), rows); err != nil {
 			return err
 		}
