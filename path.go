@@ -691,6 +691,14 @@ func (p *Path) sampleTransfer(bytes, pathBytes int64, d time.Duration) {
 	}
 }
 
+// sampleFirstFlight feeds the first flight of a response body larger
+// than one (see estimate.Path.AddFirstFlight) to the path's estimates.
+func (p *Path) sampleFirstFlight(bytes, pathBytes int64, d, gap time.Duration) {
+	if p != nil && p.est != nil {
+		p.est.AddFirstFlight(bytes, pathBytes, d, gap)
+	}
+}
+
 // delivered counts n bytes read from the path's connections and returns
 // the count so far (0 for a path without estimates).
 func (p *Path) delivered(n int64) int64 {

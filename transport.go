@@ -17,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sockintents/intents/internal/estimate"
 )
 
 // Transport is an http.RoundTripper that chooses, for every request, the
@@ -900,6 +902,12 @@ type countingBody struct {
 	pathRx0    atomic.Int64
 	lastSample atomic.Int64 // Unix nanoseconds of the last interim sample
 	sampleSpan atomic.Int64 // minRateSpan of its path, once looked up
+	// The body's first flight (see firstFlight): its bytes after the
+	// first Read's, the path's meanwhile, when the last of them was read
+	// (Unix nanoseconds; 0 before any), and the longest wait between two
+	// of its Reads.
+	flightBytes, flightPath, flightAt, flightGap atomic.Int64
+	flightDone                                   atomic.Bool
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
@@ -921,6 +929,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 			}
 			b.sampleStart.Store(time.Now().UnixNano())
 		} else if err == nil && !b.e.mptcp && b.e.path != nil {
+			b.firstFlight(total, onPath)
 			b.sampleSoFar()
 		}
 	}
@@ -962,6 +971,41 @@ func (b *countingBody) rate(now time.Time, span time.Duration) int64 {
 		return 0
 	}
 	return int64(float64(b.n.Load()-b.sampleFrom.Load()) * 8 / d.Seconds())
+}
+
+// firstFlightBody is how much of a body surely came in the sender's first
+// flight: its initial window, less room for the response's headers.
+const firstFlightBody = estimate.InitialWindow - 1<<10
+
+// firstFlight notes the Reads of the body's first flight, and once the
+// body has gone past one initial window, tells the path's estimates when
+// that flight was in (see estimate.Path.AddFirstFlight): a page's first
+// responses are often a few windows, on a slow path that is the first
+// sign of its capacity, and the page's requests are placed on what the
+// first ones showed. A body of one window or less tells it whole when it
+// ends (finish). total is the body's bytes read so far, onPath the
+// path's delivered count.
+func (b *countingBody) firstFlight(total, onPath int64) {
+	if b.flightDone.Load() {
+		return
+	}
+	if total <= firstFlightBody {
+		now, prev := time.Now().UnixNano(), b.flightAt.Load()
+		if prev == 0 {
+			prev = b.sampleStart.Load()
+		}
+		b.flightBytes.Store(total - b.sampleFrom.Load())
+		b.flightPath.Store(onPath - b.pathDelivered0.Load())
+		b.flightAt.Store(now)
+		b.flightGap.Store(max(b.flightGap.Load(), now-prev))
+		return
+	}
+	if total <= estimate.InitialWindow || b.flightDone.Swap(true) {
+		return
+	}
+	if at := b.flightAt.Load(); at != 0 {
+		b.e.path.sampleFirstFlight(b.flightBytes.Load(), b.flightPath.Load(), time.Duration(at-b.sampleStart.Load()), time.Duration(b.flightGap.Load()))
+	}
 }
 
 // interimSampleEvery is how often a body still arriving tells its path's

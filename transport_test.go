@@ -515,3 +515,86 @@ func TestDeliveryWindowCountsWhatArrived(t *testing.T) {
 	require.True(t, ok)
 	assert.EqualValues(t, 1_200_000, bytes, "the larger, read by this library")
 }
+
+// scheduledReader returns each of its reads after its delay, as a path
+// delivers a body (in a synctest bubble its sleeps are the fake clock's).
+type scheduledReader struct {
+	reads []scheduledRead
+}
+
+type scheduledRead struct {
+	after time.Duration
+	n     int
+}
+
+func (r *scheduledReader) Read(p []byte) (int, error) {
+	if len(r.reads) == 0 {
+		return 0, io.EOF
+	}
+	next := r.reads[0]
+	r.reads = r.reads[1:]
+	time.Sleep(next.after)
+	return min(len(p), next.n), nil
+}
+
+// A 24 kB body, a page's first response, on a path of 2 Mbit/s at 50 ms
+// takes 96 ms, as long as its two slow-start rounds could on a fast path
+// (AddTransfer's test): its first flight, spread by the path, tells the
+// path's capacity before the body ends. On a fast path the flight comes at
+// the sender's pace, and the second round a round trip later is not taken
+// for a spread flight; nor is a flight that a loss held back.
+func TestCountingBodyTimesItsFirstFlight(t *testing.T) {
+	tr := &Transport{}
+	tr.init()
+	const segment = 1448
+	// A first read with the headers' chunk, then 16 segments one at a
+	// time every, the gapBefore-th (from 1) after a gap as well.
+	body := func(every time.Duration, gapBefore int, gap time.Duration) *scheduledReader {
+		r := &scheduledReader{reads: []scheduledRead{{0, 1000}}}
+		for i := 1; i <= 16; i++ {
+			after := every
+			if i == gapBefore {
+				after += gap
+			}
+			r.reads = append(r.reads, scheduledRead{after, segment})
+		}
+		return r
+	}
+	read := func(t *testing.T, cb *countingBody, reads int) {
+		buf := make([]byte, segment)
+		for range reads {
+			_, err := cb.Read(buf)
+			require.NoError(t, err)
+		}
+	}
+	synctest.Test(t, func(t *testing.T) {
+		p := &Path{Name: "p", est: estimate.New(0, 0)}
+		p.est.AddRTT(50 * time.Millisecond)
+		cb := &countingBody{rc: io.NopCloser(body(5790*time.Microsecond, 0, 0)), t: tr, e: &entry{path: p}, start: time.Now()}
+		read(t, cb, 10) // 14 kB, the flight less the headers' room
+		assert.False(t, p.est.Snapshot().CapacityShown, "the flight is not over")
+		read(t, cb, 2) // past one window, 64 ms in: too soon for any other sample
+		s := p.est.Snapshot()
+		assert.True(t, s.CapacityShown, "the path spread the flight")
+		assert.InDelta(t, 2e6, s.MaxRate, 0.1e6)
+		require.NoError(t, cb.Close())
+	})
+	synctest.Test(t, func(t *testing.T) {
+		p := &Path{Name: "p", est: estimate.New(0, 0)}
+		p.est.AddRTT(50 * time.Millisecond)
+		// The tenth segment is the first of the second round.
+		cb := &countingBody{rc: io.NopCloser(body(500*time.Microsecond, 10, 50*time.Millisecond)), t: tr, e: &entry{path: p}, start: time.Now()}
+		read(t, cb, 17) // every byte but the end
+		assert.False(t, p.est.Snapshot().CapacityShown, "23 Mbit/s, the sender's pace, and a round trip before the next round")
+		require.NoError(t, cb.Close())
+	})
+	synctest.Test(t, func(t *testing.T) {
+		p := &Path{Name: "p", est: estimate.New(0, 0)}
+		p.est.AddRTT(50 * time.Millisecond)
+		// The fifth segment lost and sent again a round trip later.
+		cb := &countingBody{rc: io.NopCloser(body(5790*time.Microsecond, 5, 50*time.Millisecond)), t: tr, e: &entry{path: p}, start: time.Now()}
+		read(t, cb, 12) // past one window, 114 ms in: too soon for any other sample
+		assert.False(t, p.est.Snapshot().CapacityShown, "a flight held back by a loss is not the path's pace")
+		require.NoError(t, cb.Close())
+	})
+}

@@ -192,7 +192,7 @@ func (p *Path) AddTransfer(bytes, pathBytes int64, d time.Duration) {
 		return
 	}
 	if bytes <= InitialWindow {
-		p.addBurst(bytes, pathBytes, d)
+		p.addBurst(bytes, pathBytes, d, 0)
 		return
 	}
 	p.mu.Lock()
@@ -206,6 +206,38 @@ func (p *Path) AddTransfer(bytes, pathBytes int64, d time.Duration) {
 	if d.Seconds() > 2*rounds*time.Duration(minRTT).Seconds() {
 		p.shown = true
 	}
+}
+
+// AddFirstFlight adds the arrival of a larger transfer's first bytes,
+// those that came in the sender's first flight (its initial window): bytes
+// of them over d from the transfer's first byte on, while the path
+// delivered pathBytes. They came in one burst, as a transfer of one
+// initial window does (see AddTransfer), and tell the same: a path slower
+// than the sender's pace shows its capacity before the transfer is done,
+// and where the transfer's whole time cannot, its later rounds taking a
+// round trip each whatever the path's rate (a 24 kB page on a 2 Mbit/s
+// path at 50 ms takes 96 ms, no more than two rounds' time of twice the
+// RTT would allow a window-limited transfer). bytes must be of the first
+// flight only: one that came a round trip later would spread the burst
+// by that round trip. Nor does a flight with a gap of half a minimum RTT
+// or more between its bytes (gap, the longest): a bottleneck spreads a
+// flight evenly, and a lost segment holds the rest back for the round
+// trip its retransmission takes. It counts only until the path's
+// capacity is shown: it is the first sign of a slow path, and after that
+// the transfers' own samples say more: timed on every response, flights
+// on busy paths cost the one-host pages 0.5–1.5 % (BENCHMARKS.md,
+// "Thirty-first session").
+func (p *Path) AddFirstFlight(bytes, pathBytes int64, d, gap time.Duration) {
+	if d <= 0 || bytes > InitialWindow {
+		return
+	}
+	p.mu.Lock()
+	shown := p.shown
+	p.mu.Unlock()
+	if shown {
+		return
+	}
+	p.addBurst(bytes, pathBytes, d, gap)
 }
 
 // minBurst is the smallest burst whose spread AddTransfer times: four
@@ -223,8 +255,9 @@ const maxBurstRTTs = 10
 // half of BBR's startup gain of 2.89.
 const burstPace = 2.89 / 2
 
-// addBurst is AddTransfer for a transfer of one initial window or less.
-func (p *Path) addBurst(bytes, pathBytes int64, d time.Duration) {
+// addBurst is AddTransfer for a transfer of one initial window or less,
+// and AddFirstFlight with its longest gap (0: not timed).
+func (p *Path) addBurst(bytes, pathBytes int64, d, gap time.Duration) {
 	if bytes < minBurst {
 		return
 	}
@@ -235,6 +268,9 @@ func (p *Path) addBurst(bytes, pathBytes int64, d time.Duration) {
 		return
 	}
 	minRTT := time.Duration(v)
+	if 2*gap >= minRTT {
+		return
+	}
 	n := max(bytes, pathBytes)
 	atSendersPace := float64(n)/d.Seconds() >= burstPace*InitialWindow/minRTT.Seconds()
 	if atSendersPace || d > maxBurstRTTs*minRTT {

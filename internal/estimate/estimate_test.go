@@ -194,3 +194,27 @@ func TestBurstShowsCapacityOnlyWhenSlowerThanTheSendersPace(t *testing.T) {
 	q.AddTransfer(10_000, 0, 10*time.Millisecond)
 	assert.True(t, q.Snapshot().CapacityShown, "8 Mbit/s")
 }
+
+// A larger transfer's first flight is timed as a burst: on a 50 ms path a
+// flight slower than the sender paces it shows the path's capacity, one at
+// the sender's pace says nothing, and bytes beyond one window are not of
+// the flight, nor a flight held back by a loss; and once the capacity is
+// shown, a flight is not counted.
+func TestFirstFlightShowsCapacityAsABurstDoes(t *testing.T) {
+	p := New(0, 0)
+	p.AddFirstFlight(13_000, 0, 52*time.Millisecond, 6*time.Millisecond)
+	assert.False(t, p.Snapshot().CapacityShown, "without an RTT nothing tells")
+	p.AddRTT(50 * time.Millisecond)
+	p.AddFirstFlight(13_000, 0, 10*time.Millisecond, time.Millisecond)
+	assert.False(t, p.Snapshot().CapacityShown, "10.4 Mbit/s: the sender's pace, a floor")
+	p.AddFirstFlight(20_000, 0, 80*time.Millisecond, 6*time.Millisecond)
+	assert.False(t, p.Snapshot().CapacityShown, "more than a window: a later round in it")
+	p.AddFirstFlight(13_000, 0, 52*time.Millisecond, 25*time.Millisecond)
+	assert.False(t, p.Snapshot().CapacityShown, "a gap of half an RTT: a lost segment held the rest back")
+	p.AddFirstFlight(13_000, 0, 52*time.Millisecond, 6*time.Millisecond)
+	s := p.Snapshot()
+	assert.True(t, s.CapacityShown, "2 Mbit/s: the path spread the flight")
+	assert.InDelta(t, 2e6, s.MaxRate, 1)
+	p.AddFirstFlight(13_000, 0, 104*time.Millisecond, 6*time.Millisecond)
+	assert.Equal(t, s.Rate, p.Snapshot().Rate, "once the capacity is shown, flights say no more")
+}
