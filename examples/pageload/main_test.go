@@ -168,21 +168,13 @@ func TestSmoke(t *testing.T) {
 	}
 	dir := t.TempDir()
 	require.NoError(t, res.write(dir))
-	f, err := os.Open(filepath.Join(dir, "loads.csv"))
-	require.NoError(t, err)
-	rows, err := csv.NewReader(f).ReadAll()
-	f.Close()
-	require.NoError(t, err)
+	rows := readCSV(t, filepath.Join(dir, "loads.csv"))
 	assert.Len(t, rows, 1+len(records), "a header and a row per load")
 	assert.Subset(t, rows[0], []string{"server_retransmits", "server_timeouts", "queue_bdp", "moved", "split", "resumed"})
 	for _, row := range rows[1:] {
 		assert.Equal(t, "1", row[len(row)-1], "the queue depth, in BDPs")
 	}
-	f, err = os.Open(filepath.Join(dir, "summary.csv"))
-	require.NoError(t, err)
-	rows, err = csv.NewReader(f).ReadAll()
-	f.Close()
-	require.NoError(t, err)
+	rows = readCSV(t, filepath.Join(dir, "summary.csv"))
 	assert.Len(t, rows, 1+len(scens)*len(workloads)*len(keys), "a header and a row per cell and contender")
 	for _, name := range []string{"plt.svg", "speedup-ecdf.svg"} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
@@ -223,11 +215,7 @@ func TestFailoverSmoke(t *testing.T) {
 	}
 	dir := t.TempDir()
 	require.NoError(t, writeFailover(dir, results, sums))
-	f, err := os.Open(filepath.Join(dir, "failover.csv"))
-	require.NoError(t, err)
-	rows, err := csv.NewReader(f).ReadAll()
-	f.Close()
-	require.NoError(t, err)
+	rows := readCSV(t, filepath.Join(dir, "failover.csv"))
 	assert.Len(t, rows, 1+len(results))
 	for _, name := range []string{"failover.svg", "failover-stall.svg"} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
@@ -398,11 +386,18 @@ func TestGoal(t *testing.T) {
 	assert.Contains(t, out.String(), "EAF, size hints (intents): median within 3 % in 1 of 1 cells")
 	dir := t.TempDir()
 	require.NoError(t, res.write(dir))
-	f, err := os.Open(filepath.Join(dir, "goal.csv"))
-	require.NoError(t, err)
-	rows, err := csv.NewReader(f).ReadAll()
-	f.Close()
-	require.NoError(t, err)
+	rows := readCSV(t, filepath.Join(dir, "goal.csv"))
 	require.Len(t, rows, 1+3, "a header and a row per tested contender and cell")
 	assert.Equal(t, []string{"symmetric", w.Name, "eaf", "rr", "1.1000", "1.1000", "1.1000", "1.1000", "1.0000"}, rows[1])
+}
+
+// readCSV reads the CSV file name the report wrote.
+func readCSV(t *testing.T, name string) [][]string {
+	t.Helper()
+	f, err := os.Open(name)
+	require.NoError(t, err)
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	require.NoError(t, err)
+	return rows
 }

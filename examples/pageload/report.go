@@ -47,6 +47,7 @@ type results struct {
 	records      []record
 	by           map[cellKey]map[string]stats
 	loads        map[cellKey]map[string][]time.Duration // each contender's load times, sorted
+	goals        map[string][]goalCell                  // goal's results by contender, once computed
 	bound        map[cellKey]time.Duration
 	// fluid is the single paths' own loads combined (see fluidSplit); 0
 	// without both.

@@ -192,6 +192,8 @@ func (p *Path) AddTransfer(bytes, pathBytes int64, d time.Duration) {
 		return
 	}
 	if bytes <= InitialWindow {
+		p.mu.Lock()
+		defer p.mu.Unlock()
 		p.addBurst(bytes, pathBytes, d, 0)
 		return
 	}
@@ -232,12 +234,10 @@ func (p *Path) AddFirstFlight(bytes, pathBytes int64, d, gap time.Duration) {
 		return
 	}
 	p.mu.Lock()
-	shown := p.shown
-	p.mu.Unlock()
-	if shown {
-		return
+	defer p.mu.Unlock()
+	if !p.shown {
+		p.addBurst(bytes, pathBytes, d, gap)
 	}
-	p.addBurst(bytes, pathBytes, d, gap)
 }
 
 // minBurst is the smallest burst whose spread AddTransfer times: four
@@ -256,13 +256,11 @@ const maxBurstRTTs = 10
 const burstPace = 2.89 / 2
 
 // addBurst is AddTransfer for a transfer of one initial window or less,
-// and AddFirstFlight with its longest gap (0: not timed).
+// and AddFirstFlight with its longest gap (0: not timed). Under p.mu.
 func (p *Path) addBurst(bytes, pathBytes int64, d, gap time.Duration) {
 	if bytes < minBurst {
 		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	v, ok := p.minRTT.get()
 	if !ok {
 		return
