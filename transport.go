@@ -905,9 +905,12 @@ type countingBody struct {
 	// The body's first flight (see firstFlight): its bytes after the
 	// first Read's, the path's meanwhile, when the last of them was read
 	// (Unix nanoseconds; 0 before any), and the longest wait between two
-	// of its Reads.
-	flightBytes, flightPath, flightAt, flightGap atomic.Int64
-	flightDone                                   atomic.Bool
+	// of its Reads. Only Read touches them (Close and the Mover's rate
+	// checks do not), so they need no atomics.
+	flight struct {
+		bytes, path, at, gap int64
+		done                 bool
+	}
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
@@ -986,25 +989,27 @@ const firstFlightBody = estimate.InitialWindow - 1<<10
 // ends (finish). total is the body's bytes read so far, onPath the
 // path's delivered count.
 func (b *countingBody) firstFlight(total, onPath int64) {
-	if b.flightDone.Load() {
+	f := &b.flight
+	if f.done {
 		return
 	}
 	if total <= firstFlightBody {
-		now, prev := time.Now().UnixNano(), b.flightAt.Load()
+		now, prev := time.Now().UnixNano(), f.at
 		if prev == 0 {
 			prev = b.sampleStart.Load()
 		}
-		b.flightBytes.Store(total - b.sampleFrom.Load())
-		b.flightPath.Store(onPath - b.pathDelivered0.Load())
-		b.flightAt.Store(now)
-		b.flightGap.Store(max(b.flightGap.Load(), now-prev))
+		f.bytes = total - b.sampleFrom.Load()
+		f.path = onPath - b.pathDelivered0.Load()
+		f.at = now
+		f.gap = max(f.gap, now-prev)
 		return
 	}
-	if total <= estimate.InitialWindow || b.flightDone.Swap(true) {
+	if total <= estimate.InitialWindow {
 		return
 	}
-	if at := b.flightAt.Load(); at != 0 {
-		b.e.path.sampleFirstFlight(b.flightBytes.Load(), b.flightPath.Load(), time.Duration(at-b.sampleStart.Load()), time.Duration(b.flightGap.Load()))
+	f.done = true
+	if f.at != 0 {
+		b.e.path.sampleFirstFlight(f.bytes, f.path, time.Duration(f.at-b.sampleStart.Load()), time.Duration(f.gap))
 	}
 }
 

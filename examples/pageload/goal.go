@@ -47,17 +47,13 @@ type goalCell struct {
 	twin float64
 }
 
-// goal tests contender in every cell that has it and all three baselines,
-// in the cells' order (computed once per contender: the draws take a few
-// milliseconds a cell, and the report and goal.csv both show them). Its
-// draws are seeded by the cell's place in the run, so a report says the
-// same each time it is made from the same loads.
-func (r *results) goal(contender string) []goalCell {
+// testGoal tests contender in every cell that has it and all three
+// baselines, in the cells' order (newResults keeps the result in
+// r.goals). Its draws are seeded by the cell's place in the run, so a
+// report says the same each time it is made from the same loads.
+func (r *results) testGoal(contender string) []goalCell {
 	if slices.Contains(goalBaselines, contender) {
 		return nil
-	}
-	if cells, ok := r.goals[contender]; ok {
-		return cells
 	}
 	var out []goalCell
 	for i, k := range r.cells {
@@ -116,10 +112,6 @@ func (r *results) goal(contender string) []goalCell {
 		g.twin = float64(passed) / goalDraws
 		out = append(out, g)
 	}
-	if r.goals == nil {
-		r.goals = map[string][]goalCell{}
-	}
-	r.goals[contender] = out
 	return out
 }
 
@@ -162,7 +154,7 @@ func (t goalTally) String() string {
 func (r *results) printGoal(w io.Writer) {
 	printed := false
 	for _, c := range r.contenders {
-		cells := r.goal(c)
+		cells := r.goals[c]
 		if len(cells) == 0 {
 			continue
 		}
@@ -189,7 +181,7 @@ func (r *results) goalRows() [][]string {
 	rows := [][]string{{"scenario", "workload", "contender", "best_baseline", "median_over_best", "interval_lo", "interval_hi", "p90_over_best_p90", "twin_passes"}}
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 4, 64) }
 	for _, c := range r.contenders {
-		for _, g := range r.goal(c) {
+		for _, g := range r.goals[c] {
 			rows = append(rows, []string{g.key.scenario, g.key.workload, c, g.best, f(g.ratio), f(g.lo), f(g.hi), f(g.p90Ratio), f(g.twin)})
 		}
 	}

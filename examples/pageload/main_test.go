@@ -353,12 +353,13 @@ func TestGoal(t *testing.T) {
 	}
 	res := newResults(scens, []pageload.Workload{w}, []string{"path1", "path2", "rr", "eaf", "eaf-hints"}, records)
 
-	assert.Empty(t, res.goal("rr"), "a baseline is not tested against itself")
-	hints := res.goal("eaf-hints")
+	assert.Empty(t, res.testGoal("rr"), "a baseline is not tested against itself")
+	assert.NotContains(t, res.goals, "rr")
+	hints := res.goals["eaf-hints"]
 	require.Len(t, hints, 1, "only the cell that has the contender")
 	assert.InDelta(t, 1.01, hints[0].ratio, 1e-9)
 
-	cells := res.goal("eaf")
+	cells := res.goals["eaf"]
 	require.Len(t, cells, 2)
 	steady, spread := cells[0], cells[1]
 	assert.Equal(t, "rr", steady.best)
@@ -374,7 +375,7 @@ func TestGoal(t *testing.T) {
 	assert.Greater(t, spread.hi, spread.ratio)
 	assert.Greater(t, spread.twin, 0.1)
 	assert.Less(t, spread.twin, 0.9, "a twin of spread loads fails often")
-	assert.Equal(t, cells, res.goal("eaf"), "the same loads, the same report")
+	assert.Equal(t, cells, res.testGoal("eaf"), "the same loads, the same report")
 
 	tally := tallyGoal(cells)
 	assert.Equal(t, goalTally{cells: 2, within: 0, surelyOut: 1, p90Within: 2, twinWithin: 1 + spread.twin, twinPassAll: spread.twin}, tally)

@@ -47,7 +47,7 @@ type results struct {
 	records      []record
 	by           map[cellKey]map[string]stats
 	loads        map[cellKey]map[string][]time.Duration // each contender's load times, sorted
-	goals        map[string][]goalCell                  // goal's results by contender, once computed
+	goals        map[string][]goalCell                  // each tested contender's cells (see testGoal)
 	bound        map[cellKey]time.Duration
 	// fluid is the single paths' own loads combined (see fluidSplit); 0
 	// without both.
@@ -114,6 +114,14 @@ func newResults(scens []scenario, workloads []pageload.Workload, contenders []st
 		}
 		if len(alone) == len(r.rttPart[k]) {
 			r.fluid[k] = fluidSplit(alone, r.rttPart[k])
+		}
+	}
+	// Once per contender: the draws take a few milliseconds a cell, and
+	// the printed table and goal.csv both show them.
+	r.goals = map[string][]goalCell{}
+	for _, c := range contenders {
+		if cells := r.testGoal(c); len(cells) > 0 {
+			r.goals[c] = cells
 		}
 	}
 	return r
