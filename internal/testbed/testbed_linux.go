@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -94,6 +96,32 @@ type Testbed struct {
 	files         []*os.File
 	closers       []func() error
 	policyRouting bool
+	procs         int // added to GOMAXPROCS for this testbed's deliverers
+}
+
+// extraProcs is what running testbeds add to GOMAXPROCS, and base what it
+// was before the first. Each emulated direction's deliverer sleeps in
+// clock_nanosleep on a locked thread and holds its P while it sleeps, so
+// at GOMAXPROCS = cores (2 here) two sleeping deliverers left none for the
+// emulator's readers, the servers and the client in this process: their
+// wake-ups waited until sysmon retook a P, up to 10 ms, and the client
+// read a 20 Mbit/s path's first flight as one burst, 5 ms late (README,
+// "GOMAXPROCS"). One P more per deliverer leaves the rest of the process
+// as many as it had.
+var extraProcs struct {
+	sync.Mutex
+	base, n int
+}
+
+// addProcs adds n (negative: removes) to GOMAXPROCS above its base.
+func addProcs(n int) {
+	extraProcs.Lock()
+	defer extraProcs.Unlock()
+	if extraProcs.n == 0 {
+		extraProcs.base = runtime.GOMAXPROCS(0)
+	}
+	extraProcs.n += n
+	runtime.GOMAXPROCS(extraProcs.base + extraProcs.n)
 }
 
 // routeHosts routes the server hosts over p in the client namespace, with
@@ -239,6 +267,8 @@ func (tb *Testbed) addPath(i int, ps PathSpec) (*Path, error) {
 		p.Down.Set(ps.Down)
 		p.Up.start(uint64(2 * i))
 		p.Down.start(uint64(2*i + 1))
+		addProcs(2)
+		tb.procs += 2
 	}
 	for _, side := range []struct {
 		n    *Netns
@@ -294,6 +324,10 @@ func (tb *Testbed) Close() error {
 		}
 	}
 	tb.files = nil
+	if tb.procs > 0 {
+		addProcs(-tb.procs)
+		tb.procs = 0
+	}
 	for i := len(tb.closers) - 1; i >= 0; i-- {
 		errs = append(errs, tb.closers[i]())
 	}

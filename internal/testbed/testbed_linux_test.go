@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -244,6 +245,52 @@ func TestSelfTest(t *testing.T) {
 		p.SetDown(false)
 		connectTime(t, tb, "", addr)
 	})
+}
+
+// TestFirstFlight checks that the client sees a first flight as the link
+// spreads it: ten segments at 20 Mbit/s come 0.6 ms apart, so a client
+// woken on time reads the first alone. One kept from running (the
+// emulator's sleeping threads holding every P) read them in one late
+// burst, and timed the path's capacity by the burst's spread.
+func TestFirstFlight(t *testing.T) {
+	tb := New(t, Spec{Paths: []PathSpec{Symmetric(10*time.Millisecond, 20e6)}})
+	startBulk(t, tb)
+	addr := net.JoinHostPort(tb.Paths[0].ServerAddr.String(), "9000")
+	const flight = 10 * 1448
+	var firsts []int
+	for range 9 {
+		c, err := tb.Client.DialContext(nil)(context.Background(), "tcp", addr)
+		require.NoError(t, err)
+		var hdr [8]byte
+		binary.BigEndian.PutUint64(hdr[:], flight)
+		_, err = c.Write(hdr[:])
+		require.NoError(t, err)
+		buf := make([]byte, 64<<10)
+		n, err := c.Read(buf)
+		require.NoError(t, err)
+		firsts = append(firsts, n)
+		_, err = io.Copy(io.Discard, c)
+		require.NoError(t, err)
+		c.Close()
+	}
+	t.Logf("first read of a %d-byte flight: %v bytes", flight, firsts)
+	slices.Sort(firsts)
+	assert.Less(t, firsts[len(firsts)/2], flight/2, "the median first read holds under half the flight")
+}
+
+func TestGOMAXPROCS(t *testing.T) {
+	RequireRoot(t)
+	before := runtime.GOMAXPROCS(0)
+	tb, err := Start(Spec{Paths: []PathSpec{Symmetric(20*time.Millisecond, 10e6), Symmetric(60*time.Millisecond, 5e6), {Veth: true}}})
+	require.NoError(t, err)
+	assert.Equal(t, before+4, runtime.GOMAXPROCS(0), "one P for each of the two emulated paths' two deliverers; none for a veth pair")
+	tb2, err := Start(Spec{Paths: []PathSpec{Symmetric(20*time.Millisecond, 10e6)}})
+	require.NoError(t, err)
+	assert.Equal(t, before+6, runtime.GOMAXPROCS(0), "testbeds side by side add up")
+	require.NoError(t, tb.Close())
+	assert.Equal(t, before+2, runtime.GOMAXPROCS(0))
+	require.NoError(t, tb2.Close())
+	assert.Equal(t, before, runtime.GOMAXPROCS(0), "the last Close restores it")
 }
 
 func TestServices(t *testing.T) {
