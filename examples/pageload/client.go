@@ -51,8 +51,12 @@ var (
 		"eaf-warm":    "EAF, warm Manager (intents)",
 		"eaf-twostep": "EAF, two-step 8 KiB (intents)",
 		"eaf-priors":  "EAF, priors (intents)",
-		"mptcp":       "MPTCP, 1st subflow p1 (net/http)",
-		"eaf-mptcp":   "EAF+MPTCP (intents)",
+		// Everything a scheduler could know (sizes and the paths' true
+		// rates and RTTs): what stays between it and the bound is not for
+		// want of information.
+		"eaf-oracle": "EAF, hints and priors (intents)",
+		"mptcp":      "MPTCP, 1st subflow p1 (net/http)",
+		"eaf-mptcp":  "EAF+MPTCP (intents)",
 		// The intents pool on path 1 only: the pool against net/http on
 		// the same path, without any path choice.
 		"path1-intents": "path 1 (intents)",
@@ -156,6 +160,10 @@ func newContender(key string, cfg config) contender {
 		return c
 	case "eaf-priors":
 		return withPolicy(&policy.EAF{}, true)
+	case "eaf-oracle":
+		c := withPolicy(&policy.EAF{}, true)
+		c.hints = true
+		return c
 	case "eaf-mptcp":
 		return withPolicy(&policy.EAFMPTCP{}, false)
 	case "path1-intents":
