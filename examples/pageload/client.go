@@ -55,8 +55,12 @@ var (
 		// rates and RTTs): what stays between it and the bound is not for
 		// want of information.
 		"eaf-oracle": "EAF, hints and priors (intents)",
-		"mptcp":      "MPTCP, 1st subflow p1 (net/http)",
-		"eaf-mptcp":  "EAF+MPTCP (intents)",
+		// A reference: the host's connections split between the paths
+		// (half each, or -split), each request placed on one knowing
+		// the sizes and the paths (staticSplit).
+		"split":     "static split, told all (net/http)",
+		"mptcp":     "MPTCP, 1st subflow p1 (net/http)",
+		"eaf-mptcp": "EAF+MPTCP (intents)",
 		// The intents pool on path 1 only: the pool against net/http on
 		// the same path, without any path choice.
 		"path1-intents": "path 1 (intents)",
@@ -164,6 +168,8 @@ func newContender(key string, cfg config) contender {
 		c := withPolicy(&policy.EAF{}, true)
 		c.hints = true
 		return c
+	case "split":
+		return contender{key: key, rt: newStaticSplit(cfg.SplitConns, perHost, cfg), hints: true}
 	case "eaf-mptcp":
 		return withPolicy(&policy.EAFMPTCP{}, false)
 	case "path1-intents":

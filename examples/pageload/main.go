@@ -20,7 +20,8 @@
 // queue more than anything else (see BENCHMARKS.md). Every table and CSV
 // row says which, and how many loads waited for a retransmission timeout
 // at the server. -conns sets every contender's connections per host (a
-// browser's 6 by default). Each cell's page load times are set against
+// browser's 6 by default), -split how many of them the split contender
+// (a reference told everything, see staticSplit) keeps on path 1. Each cell's page load times are set against
 // its lower bound (the links' rates) and, where path 1 and path 2 alone
 // ran, against their own loads split as a fluid (what TCP made of the
 // paths; see fluidSplit). Where path 1, path 2 and round robin ran, each
@@ -196,6 +197,9 @@ type config struct {
 	// ConnsPerHost is every contender's limit of connections per host
 	// (0: a browser's, pageload.MaxConnsPerHost).
 	ConnsPerHost int
+	// SplitConns is path 1's connections in the split contender (0:
+	// half the host's).
+	SplitConns int
 }
 
 // record is one measured page load.
@@ -241,6 +245,7 @@ func main() {
 	failoverMode := flag.Bool("failover", false, "instead of page loads, cut path 1 in the middle of a download (link event, blackhole) for each failover mechanism, and measure how soon path 2 carries it on")
 	cuts := flag.Int("cuts", 10, "with -failover: cuts of each kind per mechanism")
 	mechanisms := flag.String("mechanisms", strings.Join(failoverMechanisms, ","), "with -failover: comma-separated, of: "+strings.Join(failoverMechanisms, ", "))
+	split := flag.Int("split", 0, "path 1's connections in the split contender, path 2 the rest of -conns (0: half)")
 	conns := flag.Int("conns", pageload.MaxConnsPerHost, "connections per host for every contender (a browser's 6; fewer shows what a path carries with a part of them)")
 	trace := flag.String("trace", "", "log this contender's loads to stderr (each object's start, end and path, and what each path carried against its rate) and, for an intents contender, every decision and the paths' estimates")
 	flag.Parse()
@@ -307,10 +312,13 @@ func main() {
 	if *conns < 1 || *conns > pageload.MaxConns {
 		log.Fatalf("-conns must be from 1 to %d (the limit over all hosts)", pageload.MaxConns)
 	}
+	if *split < 0 || *split >= *conns {
+		log.Fatalf("-split must be from 1 to %d (-conns less one), or 0 for half", *conns-1)
+	}
 	if os.Geteuid() != 0 {
 		log.Fatal("pageload builds network namespaces: run it as root (sudo)")
 	}
-	run := run{workloads: workloads, contenders: keys, reps: *reps, trace: *trace, conns: *conns}
+	run := run{workloads: workloads, contenders: keys, reps: *reps, trace: *trace, conns: *conns, split: *split}
 	records, err := run.all(scens)
 	if err != nil {
 		log.Fatal(err)
@@ -331,6 +339,7 @@ type run struct {
 	reps       int
 	trace      string
 	conns      int // connections per host (0: a browser's)
+	split      int // path 1's connections in the split contender (0: half)
 }
 
 // all runs every scenario on a testbed of its own.
@@ -363,7 +372,7 @@ func (r run) scenario(sc scenario, done, total int) ([]record, error) {
 		return nil, err
 	}
 	cfg := config{Scenario: sc.Name, Workloads: r.workloads, Contenders: r.contenders, Reps: r.reps,
-		Trace: r.trace, ServerNetns: tb.Server.Name, Done: done, Total: total, ConnsPerHost: r.conns,
+		Trace: r.trace, ServerNetns: tb.Server.Name, Done: done, Total: total, ConnsPerHost: r.conns, SplitConns: r.split,
 		CA: web.CA.Cert.Certificate[len(web.CA.Cert.Certificate)-1]}
 	for _, p := range sc.Paths {
 		cfg.RTT = append(cfg.RTT, p.RTT())
