@@ -21,15 +21,15 @@
 // row says which, and how many loads waited for a retransmission timeout
 // at the server. -conns sets every contender's connections per host (a
 // browser's 6 by default), -split how many of them the split contender
-// (a reference told everything, see staticSplit) keeps on path 1. Each cell's page load times are set against
-// its lower bound (the links' rates) and, where path 1 and path 2 alone
-// ran, against their own loads split as a fluid (what TCP made of the
-// paths; see fluidSplit). Where path 1, path 2 and round robin ran, each
-// other contender is tested as issue #17 asks (its median within 3 % of
-// their best, its p90 within 10 %), with a bootstrap interval and the
-// test's own noise: how often a twin of the best baseline would pass (see
-// goal). Tables go to stdout, a progress bar to stderr, CSV files and SVG
-// plots to -out.
+// (a reference told everything, see staticSplit) keeps on path 1. Each
+// cell's page load times are set against its lower bound (the links'
+// rates) and, where path 1 and path 2 alone ran, against their own loads
+// split as a fluid (what TCP made of the paths; see fluidSplit). Where
+// path 1, path 2 and round robin ran, each other contender is tested as
+// issue #17 asks (its median within 3 % of their best, its p90 within
+// 10 %), with a bootstrap interval and the test's own noise: how often a
+// twin of the best baseline would pass (see goal). Tables go to stdout, a
+// progress bar to stderr, CSV files and SVG plots to -out.
 //
 // The server side (link emulator, web servers) runs in this process; the
 // client side runs as a copy of this program inside the client namespace,
@@ -314,6 +314,9 @@ func main() {
 	}
 	if *split < 0 || *split >= *conns {
 		log.Fatalf("-split must be from 1 to %d (-conns less one), or 0 for half", *conns-1)
+	}
+	if *conns < 2 && slices.Contains(keys, "split") {
+		log.Fatal("the split contender needs -conns 2 or more: a connection on each path")
 	}
 	if os.Geteuid() != 0 {
 		log.Fatal("pageload builds network namespaces: run it as root (sudo)")
