@@ -495,7 +495,8 @@ const balanceMargin = 0.5
 // time the page's requests come, a root document's round trips later, is
 // far (traced: a page's 38 kB objects spread onto a 200 ms path beside a
 // 20 ms one on a lent 100 ms, the page 0.84 s where path 1 alone took
-// 0.58).
+// 0.58). Nor is a path that holds the connections that fill it for
+// objects of this size while another path has room (see holdsItsShare).
 func balanceNew(req *intents.Request, models []pathModel, opts []option) *intents.Path {
 	if len(opts) < 2 || opts[0].choice.Path == nil || opts[0].mptcp != nil {
 		return nil
@@ -513,13 +514,37 @@ func balanceNew(req *intents.Request, models []pathModel, opts []option) *intent
 		if o.choice.Path == nil || o.mptcp != nil {
 			continue
 		}
-		if b := slices.Index(req.Paths, o.choice.Path); b >= 0 && models[b].active < models[a].active && !models[b].rttGuessed {
+		if b := slices.Index(req.Paths, o.choice.Path); b >= 0 && models[b].active < models[a].active && !models[b].rttGuessed && !holdsItsShare(req, models, b) {
 			copy(opts[1:i+1], opts[:i])
 			opts[0] = o
 			return o.choice.Path
 		}
 	}
 	return nil
+}
+
+// holdsItsShare reports whether path b holds as many active connections
+// as connShares gives it for objects of req's size, while the paths'
+// connections are scarce (another path would still gain by one). A new
+// connection there would only share a full path's capacity, and hold one
+// of the host's few for the rest of the page while the path with room
+// waits for them. Traced (BENCHMARKS.md, thirty-seventh session): a page's
+// burst over three hosts, predicted at its root's 10 kB, came before a
+// 20 Mbit/s, 200 ms path's first handshake had answered; spread by count,
+// a 2 Mbit/s, 50 ms path beside it got seven connections, full at two,
+// which held the hosts' slots while the far path carried the page (2.9 s;
+// that path alone, 2.3). Where every path is full, connections are
+// spread by count as before: a page of small objects is served sooner
+// over more connections than fill a path (each request costs a round
+// trip on HTTP/1.1).
+func holdsItsShare(req *intents.Request, models []pathModel, b int) bool {
+	size := float64(req.Intents.SizeToBeReceived)
+	if size <= 0 {
+		return false
+	}
+	var abuf [16]int
+	shares, scarce := connShares(models, size, abuf[:0])
+	return scarce && models[b].active >= float64(shares[b])
 }
 
 // connShares splits the connections in use on the paths, and one more

@@ -669,3 +669,31 @@ func TestEAFExplainsASpreadOnlyWhereItStands(t *testing.T) {
 		}
 	}
 }
+
+// A path that already holds the connections that fill it for objects of
+// this size (connShares) gets no new one for coming close: there it would
+// only share a full path's capacity, and hold one of the host's few
+// connections while the other path, earliest, waits for them. By hand, 10
+// kB: p1, 2 Mbit/s (250 kB/s) at 50 ms, three busy with 30 kB pending,
+// 100 ms of set-up and 40 kB / 250 kB/s = 260 ms; p2, 20 Mbit/s at 100
+// ms, five busy with 50 kB, 200 ms and 60 kB / 2.5 MB/s = 224 ms, so p1
+// comes within half again. But a connection on p1 carries 10 kB each 50
+// ms + 40 ms (111 kB/s) and two of them nearly fill it, where p2 takes
+// 26: of the nine connections, p1's share is two (traced: a page's
+// burst over three hosts gave a 2 Mbit/s path seven, which then held the
+// hosts' slots while the 20 Mbit/s path carried the page). A path below
+// its share still gets the new connection
+// (TestEAFSpreadsNewConnectionsWherePathsComeClose: p2's share there is
+// four of seven).
+func TestEAFSpreadsNotOntoAFullPath(t *testing.T) {
+	slow := intents.Estimate{RTT: 50 * time.Millisecond, Bandwidth: 2e6, Pending: 30_000, Active: 3}
+	fast := intents.Estimate{RTT: 100 * time.Millisecond, Bandwidth: 20e6, Pending: 50_000, Active: 5}
+	assert.Equal(t, "p2", queuedChoice(t, slow, fast, 10_000, 0), "p1 holds its share: the earliest")
+	// Every path full: p2 at 40 ms and 5 Mbit/s (625 kB/s) carries 10 kB
+	// each 56 ms a connection (178 kB/s) and is full at four; with five
+	// busy and 50 kB pending it is predicted 80 ms and 60 kB / 625 kB/s =
+	// 176 ms, and p1's 260 ms comes within half again. No connection adds
+	// throughput anywhere, so they spread by count.
+	near := intents.Estimate{RTT: 40 * time.Millisecond, Bandwidth: 5e6, Pending: 50_000, Active: 5}
+	assert.Equal(t, "p1", queuedChoice(t, slow, near, 10_000, 0), "both paths full: p1 holds fewer")
+}
