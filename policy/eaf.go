@@ -48,8 +48,9 @@ func (o option) label() string {
 }
 
 // Decide orders the options by predicted arrival. A new connection on a
-// path holding fewer connections, whose RTT is measured, goes first if it
-// comes within half again the earliest, a new connection elsewhere (see
+// path holding fewer connections, whose RTT is measured and that is not
+// already full while another path has room, goes first if it comes
+// within half again the earliest, a new connection elsewhere (see
 // balanceNew). With
 // requests queued behind this one (Request.Queued), an idle path goes
 // first if it would have this object in before all that load could be
