@@ -4,7 +4,7 @@
 // an order rotated from round to round, and each build's loads gather in a
 // benchstat file of its own.
 //
-//	git worktree add /tmp/base main && (cd /tmp/base/examples/pageload && go build -o /tmp/pl-base .)
+//	git worktree add --detach /tmp/base main && (cd /tmp/base/examples/pageload && go build -o /tmp/pl-base .)
 //	(cd examples/pageload && go build -o /tmp/pl-var .)
 //	sudo go run ./examples/pageload/turns -rounds 12 -out ab base=/tmp/pl-base var=/tmp/pl-var \
 //		-- -scenario grid -workload 32x100KB,mixed1,mixed2 -contenders eaf -reps 1 \
@@ -40,6 +40,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // build is one pageload binary under the name its loads are filed by.
@@ -221,6 +222,11 @@ func runPageload(ctx context.Context, bin string, args []string, dir string) ([]
 	// pageload's flags take the last value given, so this -out wins.
 	cmd := exec.CommandContext(ctx, bin, append(args[:len(args):len(args)], "-out", dir)...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// Interrupted, pageload deletes its network namespaces on SIGINT;
+	// killed, it would leave them behind. Killed only if it has not
+	// ended a while after.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 30 * time.Second
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("%s: %w (its output: %s)", bin, err, stderr.Name())
 	}

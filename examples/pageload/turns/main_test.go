@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -18,7 +22,24 @@ import (
 // run, its time taken from the environment.
 const fakeEnv = "TURNS_FAKE_PAGELOAD_NS"
 
+// readyEnv makes the test binary act as a pageload that tells the test
+// at this address that it runs, then waits for an interrupt and says so.
+const readyEnv = "TURNS_FAKE_PAGELOAD_READY"
+
 func TestMain(m *testing.M) {
+	if addr := os.Getenv(readyEnv); addr != "" {
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, os.Interrupt) // before "ready": the test interrupts on it
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			os.Exit(5)
+		}
+		fmt.Fprintln(c, "ready")
+		<-sigs
+		fmt.Fprintln(c, "interrupted") // what pageload does here: delete its namespaces
+		c.Close()
+		os.Exit(0)
+	}
 	if ns := os.Getenv(fakeEnv); ns != "" {
 		out := ""
 		for i, a := range os.Args {
@@ -146,4 +167,39 @@ func TestRunPageloadExecs(t *testing.T) {
 	msg, err := os.ReadFile(filepath.Join(dir, "stderr.txt"))
 	require.NoError(t, err)
 	assert.Contains(t, string(msg), "failing as asked")
+}
+
+// TestCancelInterruptsPageload: a set stopped (Ctrl-C) interrupts the
+// pageload under way rather than killing it, so that it deletes its
+// network namespaces (the testbed does that on SIGINT).
+func TestCancelInterruptsPageload(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no interrupt signal to send to a process on windows")
+	}
+	self, err := os.Executable()
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	t.Setenv(readyEnv, ln.Addr().String())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := runPageload(ctx, self, nil, t.TempDir())
+		done <- err
+	}()
+	c, err := ln.Accept()
+	require.NoError(t, err)
+	defer c.Close()
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", line)
+	cancel()
+	line, err = r.ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, "interrupted\n", line, "the program saw an interrupt")
+	require.Error(t, <-done, "a stopped run is an error: its loads are not filed")
 }
