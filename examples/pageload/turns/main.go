@@ -18,7 +18,7 @@
 // change acts in (for instance '/scenario:(symmetric OR 2M:50ms+5M:50ms)').
 // Each run's own output (tables, CSV files, the trace if asked for) stays
 // in OUT/rROUND/NAME-SET. A second turns into the same folder adds rounds
-// to the files, so a set can be extended after it was read; the rounds
+// to the files, so a set can be extended after it was read, its rounds
 // numbered on from those already there.
 //
 // Rotating the order matters: a build that always ran second would meet
@@ -61,6 +61,9 @@ func main() {
 	}
 	flag.Parse()
 	builds, sets, err := parseArgs(flag.Args())
+	if err == nil && *rounds < 1 {
+		err = fmt.Errorf("-rounds %d: want at least one", *rounds)
+	}
 	if err != nil {
 		log.Print(err)
 		flag.Usage()
