@@ -328,6 +328,7 @@ func main() {
 	}
 	res := newResults(scens, workloads, keys, records)
 	res.connsPerHost = *conns
+	res.hosts = *hosts
 	res.printTables(os.Stdout)
 	res.printGoal(os.Stdout)
 	if err := res.write(*out); err != nil {

@@ -321,6 +321,33 @@ func TestConnsPerHost(t *testing.T) {
 	}
 }
 
+// -hosts is in a load's name where it is not 1: a page's name does not
+// say it, and loads of one and of three hosts filed together (as turns
+// does a build's) would otherwise be read as one cell's.
+func TestHostsInLoadNames(t *testing.T) {
+	scens, err := parseScenarios("symmetric")
+	require.NoError(t, err)
+	w := pageload.Uniform(2, 1000, 1)
+	for _, hosts := range []int{1, 3} {
+		res := newResults(scens, []pageload.Workload{w}, []string{"path1"},
+			[]record{{Scenario: scens[0].Name, Workload: w.Name, Contender: "path1", PLT: time.Second}})
+		res.connsPerHost, res.hosts = 3, hosts
+		var out strings.Builder
+		res.printTables(&out)
+		dir := t.TempDir()
+		require.NoError(t, res.write(dir))
+		loads, err := os.ReadFile(filepath.Join(dir, "loads.txt"))
+		require.NoError(t, err)
+		if hosts == 1 {
+			assert.NotContains(t, out.String(), "hosts")
+			assert.Contains(t, string(loads), "/queue=1/conns=3/contender=path1 ", "so that runs before -hosts compare")
+			continue
+		}
+		assert.Contains(t, out.String(), "; handcrafted pages over 3 hosts")
+		assert.Contains(t, string(loads), "/queue=1/hosts=3/conns=3/contender=path1 ")
+	}
+}
+
 // The goal's test: a contender's median against the best of the three
 // baselines', with an interval from its own loads' spread, and how often
 // a twin of the best baseline passes, which a cell's spread decides.

@@ -42,13 +42,16 @@ type results struct {
 	// connsPerHost is the contenders' limit, if -conns set one (0: a
 	// browser's).
 	connsPerHost int
-	cells        []cellKey
-	contenders   []string
-	records      []record
-	by           map[cellKey]map[string]stats
-	loads        map[cellKey]map[string][]time.Duration // each contender's load times, sorted
-	goals        map[string][]goalCell                  // each tested contender's cells (see testGoal)
-	bound        map[cellKey]time.Duration
+	// hosts is -hosts, the servers the handcrafted pages are spread over
+	// (0 or 1: one).
+	hosts      int
+	cells      []cellKey
+	contenders []string
+	records    []record
+	by         map[cellKey]map[string]stats
+	loads      map[cellKey]map[string][]time.Duration // each contender's load times, sorted
+	goals      map[string][]goalCell                  // each tested contender's cells (see testGoal)
+	bound      map[cellKey]time.Duration
 	// fluid is the single paths' own loads combined (see fluidSplit); 0
 	// without both.
 	fluid   map[cellKey]time.Duration
@@ -205,6 +208,9 @@ func (r *results) printTables(w io.Writer) {
 		if n := r.connsLimit(); n > 0 {
 			fmt.Fprintf(w, "; %d connections per host", n)
 		}
+		if r.hosts > 1 {
+			fmt.Fprintf(w, "; handcrafted pages over %d hosts", r.hosts)
+		}
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "contender\tmedian PLT\tmin\tp90\tmax\tvs better single\tPLT / bound\tPLT / fluid\tloads with a timeout\tobjects per path\t")
@@ -324,13 +330,19 @@ func (r *results) write(dir string) error {
 func (r *results) writeBench(name string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "goos: %s\ngoarch: %s\npkg: github.com/sockintents/intents/examples/pageload\n", runtime.GOOS, runtime.GOARCH)
-	var conns string
+	// A page's name does not say -hosts or -conns: the load's name does
+	// where they are not the defaults, so that benchstat (and turns, which
+	// files a build's loads together) keeps such loads apart.
+	var extra string
+	if r.hosts > 1 {
+		extra = "/hosts=" + strconv.Itoa(r.hosts)
+	}
 	if n := r.connsLimit(); n > 0 {
-		conns = "/conns=" + strconv.Itoa(n)
+		extra += "/conns=" + strconv.Itoa(n)
 	}
 	for _, rec := range r.records {
 		fmt.Fprintf(&b, "BenchmarkPageLoad/scenario=%s/page=%s/queue=%s%s/contender=%s 1 %d ns/op",
-			benchKey(rec.Scenario), benchKey(rec.Workload), bdps(r.queue[rec.Scenario]), conns, benchKey(rec.Contender), rec.PLT.Nanoseconds())
+			benchKey(rec.Scenario), benchKey(rec.Workload), bdps(r.queue[rec.Scenario]), extra, benchKey(rec.Contender), rec.PLT.Nanoseconds())
 		if bound := r.bound[cellKey{rec.Scenario, rec.Workload}]; bound > 0 { // no bound, no ratio: not a ratio of 0
 			fmt.Fprintf(&b, " %.4f plt/bound", rec.PLT.Seconds()/bound.Seconds())
 		}

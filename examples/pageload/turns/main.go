@@ -178,15 +178,16 @@ func nextRound(out string) (int, error) {
 // benchstat reads them as applying to every line after, the same for each
 // run.
 func appendLoads(path string, bench []byte) error {
-	old, err := os.ReadFile(path)
+	fi, err := os.Stat(path) // only whether it has lines: it grows with every run
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
+	started := err == nil && fi.Size() > 0
 	var add bytes.Buffer
 	sc := bufio.NewScanner(bytes.NewReader(bench))
 	for sc.Scan() {
 		line := sc.Text()
-		if len(old) > 0 && !strings.HasPrefix(line, "Benchmark") {
+		if started && !strings.HasPrefix(line, "Benchmark") {
 			continue
 		}
 		add.WriteString(line)
