@@ -298,53 +298,50 @@ func TestConnsPerHost(t *testing.T) {
 			assert.Equal(t, tc.want, tr.MaxConnsPerHost, "%s with -conns %d", key, tc.set)
 		}
 	}
+	for _, conns := range []int{pageload.MaxConnsPerHost, 3} {
+		tables, loads := oneLoadReport(t, conns, 1)
+		if conns == pageload.MaxConnsPerHost {
+			assert.NotContains(t, tables, "connections per host", "a browser's limit goes without saying")
+			assert.Contains(t, loads, "/queue=1/contender=path1 ", "so that runs before -conns compare")
+			continue
+		}
+		assert.Contains(t, tables, "; 3 connections per host", "a table says when its limit was not a browser's")
+		assert.Contains(t, loads, "/queue=1/conns=3/contender=path1 ", "benchstat keeps such loads apart")
+	}
+}
+
+// oneLoadReport is the tables and loads.txt of one load of path 1 on the
+// symmetric preset, with -conns and -hosts as given.
+func oneLoadReport(t *testing.T, conns, hosts int) (tables, loads string) {
+	t.Helper()
 	scens, err := parseScenarios("symmetric")
 	require.NoError(t, err)
 	w := pageload.Uniform(2, 1000, 1)
-	for _, conns := range []int{pageload.MaxConnsPerHost, 3} {
-		res := newResults(scens, []pageload.Workload{w}, []string{"path1"},
-			[]record{{Scenario: scens[0].Name, Workload: w.Name, Contender: "path1", PLT: time.Second}})
-		res.connsPerHost = conns
-		var out strings.Builder
-		res.printTables(&out)
-		dir := t.TempDir()
-		require.NoError(t, res.write(dir))
-		loads, err := os.ReadFile(filepath.Join(dir, "loads.txt"))
-		require.NoError(t, err)
-		if conns == pageload.MaxConnsPerHost {
-			assert.NotContains(t, out.String(), "connections per host", "a browser's limit goes without saying")
-			assert.Contains(t, string(loads), "/queue=1/contender=path1 ", "so that runs before -conns compare")
-			continue
-		}
-		assert.Contains(t, out.String(), "; 3 connections per host", "a table says when its limit was not a browser's")
-		assert.Contains(t, string(loads), "/queue=1/conns=3/contender=path1 ", "benchstat keeps such loads apart")
-	}
+	res := newResults(scens, []pageload.Workload{w}, []string{"path1"},
+		[]record{{Scenario: scens[0].Name, Workload: w.Name, Contender: "path1", PLT: time.Second}})
+	res.connsPerHost, res.hosts = conns, hosts
+	var out strings.Builder
+	res.printTables(&out)
+	dir := t.TempDir()
+	require.NoError(t, res.write(dir))
+	b, err := os.ReadFile(filepath.Join(dir, "loads.txt"))
+	require.NoError(t, err)
+	return out.String(), string(b)
 }
 
 // -hosts is in a load's name where it is not 1: a page's name does not
 // say it, and loads of one and of three hosts filed together (as turns
 // does a build's) would otherwise be read as one cell's.
 func TestHostsInLoadNames(t *testing.T) {
-	scens, err := parseScenarios("symmetric")
-	require.NoError(t, err)
-	w := pageload.Uniform(2, 1000, 1)
 	for _, hosts := range []int{1, 3} {
-		res := newResults(scens, []pageload.Workload{w}, []string{"path1"},
-			[]record{{Scenario: scens[0].Name, Workload: w.Name, Contender: "path1", PLT: time.Second}})
-		res.connsPerHost, res.hosts = 3, hosts
-		var out strings.Builder
-		res.printTables(&out)
-		dir := t.TempDir()
-		require.NoError(t, res.write(dir))
-		loads, err := os.ReadFile(filepath.Join(dir, "loads.txt"))
-		require.NoError(t, err)
+		tables, loads := oneLoadReport(t, 3, hosts)
 		if hosts == 1 {
-			assert.NotContains(t, out.String(), "hosts")
-			assert.Contains(t, string(loads), "/queue=1/conns=3/contender=path1 ", "so that runs before -hosts compare")
+			assert.NotContains(t, tables, "hosts")
+			assert.Contains(t, loads, "/queue=1/conns=3/contender=path1 ", "so that runs before -hosts compare")
 			continue
 		}
-		assert.Contains(t, out.String(), "; handcrafted pages over 3 hosts")
-		assert.Contains(t, string(loads), "/queue=1/hosts=3/conns=3/contender=path1 ")
+		assert.Contains(t, tables, "; handcrafted pages over 3 hosts")
+		assert.Contains(t, loads, "/queue=1/hosts=3/conns=3/contender=path1 ")
 	}
 }
 
