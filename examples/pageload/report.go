@@ -324,8 +324,9 @@ func (r *results) write(dir string) error {
 // intervals and a significance test (Mann-Whitney U), rather than ranges
 // read by eye. Each line's name keys the cell
 // (BenchmarkPageLoad/scenario=…/page=…/queue=…/contender=…, with
-// /conns=N before the contender if -conns set a limit other than a
-// browser's); its values are the page load time, its ratio to the cell's
+// /hosts=N before the contender if -hosts spread the pages over more than
+// one, and /conns=N if -conns set a limit other than a browser's); its
+// values are the page load time, its ratio to the cell's
 // lower bound, and the server's retransmissions and timeouts.
 func (r *results) writeBench(name string) error {
 	var b strings.Builder

@@ -12,7 +12,8 @@
 //	go run golang.org/x/perf/cmd/benchstat -filter .unit:sec/op ab/base.txt ab/var.txt
 //
 // A load is one line of a build's file (pageload's loads.txt), named by
-// its scenario, page, queue and contender, so benchstat sets each cell's
+// its scenario, page, queue, -hosts and -conns where not the defaults, and
+// contender, so benchstat sets each cell's
 // loads of one build against the other's, with a Mann-Whitney U test and a
 // geometric mean over the cells; -filter narrows that to the cells a
 // change acts in (for instance '/scenario:(symmetric OR 2M:50ms+5M:50ms)').
