@@ -20,6 +20,11 @@ type LinkParams struct {
 	// Rate is the bottleneck rate in bits of IP packets per second; 0 is
 	// unlimited.
 	Rate int64
+	// Trace, if set, replaces Rate: the bottleneck releases queued packets
+	// at the trace's delivery opportunities (see Trace), from position
+	// TraceStart at the moment the parameters are Set.
+	Trace      *Trace
+	TraceStart time.Duration
 	// Queue is the drop-tail queue limit in bytes in front of the
 	// bottleneck; 0 means one bandwidth-delay product of the path (at least
 	// MinQueue).
@@ -31,6 +36,15 @@ type LinkParams struct {
 	// DropUDP drops every UDP packet, as a network whose middlebox blocks
 	// UDP (and so QUIC).
 	DropUDP bool
+}
+
+// MeanRate is the direction's rate in bits per second: Rate, or its
+// trace's mean.
+func (p LinkParams) MeanRate() int64 {
+	if p.Trace != nil {
+		return p.Trace.MeanRate()
+	}
+	return p.Rate
 }
 
 // MinQueue is the smallest default queue: a few packets' worth, so a path
@@ -67,7 +81,7 @@ func (s LinkStats) MeanLate() time.Duration {
 // locked OS thread, which wakes within tens of microseconds where
 // time.Sleep is ~0.6 ms late.
 type Direction struct {
-	params atomic.Pointer[LinkParams]
+	params atomic.Pointer[setting]
 	bdp    int // default queue, from the path's RTT and this rate
 
 	in, out *os.File
@@ -79,7 +93,27 @@ type Direction struct {
 	onBytes   []bytesHook
 	busyUntil int64 // ns on CLOCK_MONOTONIC; reader goroutine only
 
+	// A traced direction's state, the reader goroutine's only: the
+	// setting the cursor follows, and the queued packets' departures.
+	traced   *setting
+	cursor   traceCursor
+	departed []departure
+
 	wg sync.WaitGroup
+}
+
+// setting is a direction's parameters and when they were set: a trace's
+// position TraceStart is at epoch.
+type setting struct {
+	LinkParams
+	epoch int64 // ns on CLOCK_MONOTONIC
+}
+
+// departure is when a queued packet of a traced direction leaves the
+// bottleneck.
+type departure struct {
+	at int64 // ns on CLOCK_MONOTONIC
+	n  int
 }
 
 // bytesHook is a function to call once a direction has delivered at bytes.
@@ -112,10 +146,26 @@ const packetBufSize = 2048 // TUN MTU is 1500 and TUN does no GSO here
 var bufPool = sync.Pool{New: func() any { b := make([]byte, packetBufSize); return &b }}
 
 // Params returns the direction's current parameters.
-func (d *Direction) Params() LinkParams { return *d.params.Load() }
+func (d *Direction) Params() LinkParams { return d.params.Load().LinkParams }
 
 // Set changes the parameters; packets already scheduled keep their times.
-func (d *Direction) Set(p LinkParams) { d.params.Store(&p) }
+// A trace starts anew at TraceStart, now, with an empty queue ahead of the
+// next packet.
+func (d *Direction) Set(p LinkParams) { d.params.Store(&setting{p, monotonic()}) }
+
+// change sets the parameters f changes, a trace going on where it is.
+func (d *Direction) change(f func(*LinkParams)) {
+	s := *d.params.Load()
+	f(&s.LinkParams)
+	d.params.Store(&s)
+}
+
+// TracePosition is where a traced direction is in its trace now (beyond
+// its Period once it has wrapped).
+func (d *Direction) TracePosition() time.Duration {
+	s := d.params.Load()
+	return s.TraceStart + time.Duration(monotonic()-s.epoch)
+}
 
 // Stats returns a snapshot of the counters.
 func (d *Direction) Stats() LinkStats {
@@ -130,7 +180,7 @@ func monotonic() int64 {
 	return ts.Nano()
 }
 
-func (d *Direction) queueLimit(p *LinkParams) int {
+func (d *Direction) queueLimit(p *setting) int {
 	if p.Queue > 0 {
 		return p.Queue
 	}
@@ -182,6 +232,9 @@ func (d *Direction) admit(pkt []byte) (int64, bool) {
 		d.mu.Unlock()
 		return 0, false
 	}
+	if p.Trace != nil {
+		return d.admitTraced(p, n, now)
+	}
 	if p.Rate <= 0 {
 		return now + p.Delay.Nanoseconds(), true
 	}
@@ -195,6 +248,42 @@ func (d *Direction) admit(pkt []byte) (int64, bool) {
 	}
 	d.busyUntil = start + int64(float64(n)*8e9/float64(p.Rate))
 	return d.busyUntil + p.Delay.Nanoseconds(), true
+}
+
+// admitTraced schedules an n-byte packet arriving now at a traced
+// direction: it leaves with the opportunity that carries its last byte,
+// behind the packets queued before it, unless they already hold the queue's
+// limit.
+func (d *Direction) admitTraced(p *setting, n int, now int64) (int64, bool) {
+	if q := d.traced; q == nil || q.Trace != p.Trace || q.TraceStart != p.TraceStart || q.epoch != p.epoch {
+		d.cursor = traceCursor{t: p.Trace}
+		d.cursor.seek(p.TraceStart.Milliseconds())
+		d.departed = d.departed[:0]
+	}
+	d.traced = p
+	backlog := 0
+	gone := 0
+	for _, q := range d.departed {
+		if q.at <= now {
+			gone++
+			continue
+		}
+		backlog += q.n
+	}
+	d.departed = append(d.departed[:0], d.departed[gone:]...)
+	if backlog+n > d.queueLimit(p) {
+		d.mu.Lock()
+		d.stats.Drops++
+		d.mu.Unlock()
+		return 0, false
+	}
+	// The trace's position now, rounded up to its next millisecond: an
+	// opportunity earlier in this millisecond has passed.
+	pos := p.TraceStart.Nanoseconds() + now - p.epoch
+	ms := (pos + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+	leave := p.epoch + d.cursor.send(n, ms)*int64(time.Millisecond) - p.TraceStart.Nanoseconds()
+	d.departed = append(d.departed, departure{leave, n})
+	return leave + p.Delay.Nanoseconds(), true
 }
 
 // isUDP reports whether an IP packet carries UDP (directly after the

@@ -71,14 +71,13 @@ type Path struct {
 }
 
 // SetDown takes the emulated link down (every packet is lost) or up again,
-// in both directions. The interfaces stay up, as with a radio link that
-// lost its signal; for a link event, set the device down with ip.
+// in both directions; a trace goes on meanwhile. The interfaces stay up,
+// as with a radio link that lost its signal; for a link event, set the
+// device down with ip.
 func (p *Path) SetDown(down bool) {
 	for _, d := range []*Direction{p.Up, p.Down} {
 		if d != nil {
-			pp := d.Params()
-			pp.Down = down
-			d.Set(pp)
+			d.change(func(l *LinkParams) { l.Down = down })
 		}
 	}
 }
@@ -261,8 +260,8 @@ func (tb *Testbed) addPath(i int, ps PathSpec) (*Path, error) {
 		tb.files = append(tb.files, sf)
 		// One BDP of the path at each direction's rate.
 		rtt := ps.RTT()
-		p.Up = &Direction{in: cf, out: sf, bdp: int(float64(ps.Up.Rate) * rtt.Seconds() / 8)}
-		p.Down = &Direction{in: sf, out: cf, bdp: int(float64(ps.Down.Rate) * rtt.Seconds() / 8)}
+		p.Up = &Direction{in: cf, out: sf, bdp: int(float64(ps.Up.MeanRate()) * rtt.Seconds() / 8)}
+		p.Down = &Direction{in: sf, out: cf, bdp: int(float64(ps.Down.MeanRate()) * rtt.Seconds() / 8)}
 		p.Up.Set(ps.Up)
 		p.Down.Set(ps.Down)
 		p.Up.start(uint64(2 * i))
