@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"crypto/tls"
@@ -229,10 +230,22 @@ func client() {
 	}
 	enc := json.NewEncoder(os.Stdout)
 	done := cfg.Done
+	startTraces := func(int) {}
+	if cfg.Traced {
+		asked, answers := os.NewFile(3, "asks"), bufio.NewReader(os.NewFile(4, "answers"))
+		startTraces = func(rep int) {
+			if _, err := fmt.Fprintf(asked, "%d\n", rep); err != nil {
+				log.Fatalf("asking for the traces' position: %v", err)
+			}
+			if _, err := answers.ReadString('\n'); err != nil {
+				log.Fatalf("waiting for the traces' position: %v", err)
+			}
+		}
+	}
 	defer progress(0, 0, "") // clears the line
 	for _, w := range cfg.Workloads {
 		server := &testbed.Netns{Name: cfg.ServerNetns}
-		load := func(c contender) (pageload.Result, testbed.TCPCounters, [3]int64) {
+		load := func(c contender) (pageload.Result, testbed.TCPCounters, [3]int64, []estimateSample, error) {
 			movedBefore := movesOf(c.rt)
 			before, err := server.TCPCounters()
 			if err != nil {
@@ -245,9 +258,20 @@ func client() {
 					}
 					return fmt.Sprintf("http://10.71.100.%d/obj/%d?o=%d", host+1, size, i)
 				}}
-			res, err := l.Load(context.Background(), w)
+			ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+			start := time.Now()
+			stopSampling := func() []estimateSample { return nil }
+			if cfg.Traced && c.m != nil {
+				stopSampling = sampleEstimates(c.m, c.rt, start)
+			}
+			res, err := l.Load(ctx, w)
+			cancel()
+			estimates := stopSampling()
 			if err != nil {
-				log.Fatalf("%s, %s, %s: %v", cfg.Scenario, w.Name, contenderNames[c.key], err)
+				// Counted apart, as net/http's loads on the same network
+				// may all have completed.
+				log.Printf("%s, %s, %s: load failed after %v: %v", cfg.Scenario, w.Name, contenderNames[c.key], time.Since(start).Round(time.Millisecond), err)
+				res.PLT = time.Since(start)
 			}
 			after, err := server.TCPCounters()
 			if err != nil {
@@ -281,7 +305,7 @@ func client() {
 						p.Name, e.RTT.Round(100*time.Microsecond), float64(e.Bandwidth)/1e6, floor, float64(e.Rate)/1e6, e.Loss)
 				}
 			}
-			return res, tcp, moved
+			return res, tcp, moved, estimates, err
 		}
 		for _, c := range contenders {
 			if c.warm {
@@ -290,20 +314,73 @@ func client() {
 		}
 		for rep := range cfg.Reps {
 			for i := range contenders {
+				if slices.Contains(cfg.LeftOut[w.Name], contenders[i].key) {
+					continue
+				}
 				renew(i)
 				c := contenders[i]
 				progress(done, cfg.Total, fmt.Sprintf("%s  %s  %s", cfg.Scenario, w.Name, contenderNames[c.key]))
-				res, tcp, moved := load(c)
+				startTraces(rep)
+				res, tcp, moved, estimates, err := load(c)
 				done++
-				if err := enc.Encode(record{Scenario: cfg.Scenario, Workload: w.Name, Contender: c.key, Rep: rep,
+				rec := record{Scenario: cfg.Scenario, Workload: w.Name, Contender: c.key, Rep: rep,
 					PLT: res.PLT, Bytes: res.Bytes, Paths: res.PathCounts(),
-					Retransmits: tcp.Retransmits, Timeouts: tcp.Timeouts, Moved: moved[0], Split: moved[1], Resumed: moved[2]}); err != nil {
+					Retransmits: tcp.Retransmits, Timeouts: tcp.Timeouts, Moved: moved[0], Split: moved[1], Resumed: moved[2], Estimates: estimates}
+				if err != nil {
+					rec.Failed = err.Error()
+				}
+				if err := enc.Encode(rec); err != nil {
 					log.Fatal(err)
 				}
 			}
 		}
 	}
 }
+
+// sampleEstimates samples m's estimates of its paths, and what rt (if a
+// Transport) received over each, every estimateEvery from start, until
+// the function it returns is called; that returns the samples.
+func sampleEstimates(m *intents.Manager, rt http.RoundTripper, start time.Time) func() []estimateSample {
+	tr, _ := rt.(*intents.Transport)
+	var samples []estimateSample
+	take := func() {
+		var stats map[string]intents.TransportPathStats
+		if tr != nil {
+			stats = tr.Stats()
+		}
+		at := time.Since(start)
+		for _, p := range m.Paths() {
+			e := p.Estimate()
+			samples = append(samples, estimateSample{At: at, Path: p.Name, Capacity: e.Bandwidth, RTT: e.RTT, Received: stats[p.Name].BytesReceived,
+				Unresponsive: e.Unresponsive})
+		}
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(estimateEvery)
+		defer tick.Stop()
+		take()
+		for {
+			select {
+			case <-stop:
+				take()
+				return
+			case <-tick.C:
+				take()
+			}
+		}
+	}()
+	return func() []estimateSample {
+		close(stop)
+		<-done
+		return samples
+	}
+}
+
+// loadTimeout bounds a page load: one that has not ended by then fails.
+// A page of these workloads takes a minute on a 0.5 Mbit/s path alone.
+const loadTimeout = 3 * time.Minute
 
 // pathUse is what one path carried of a load, against its capacity.
 type pathUse struct {

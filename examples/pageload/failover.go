@@ -49,7 +49,8 @@ import (
 
 const failoverEnv = "INTENTS_FAILOVER_CHILD"
 
-// The failover testbed: path 1 nearer than path 2, both 20 Mbit/s.
+// The failover testbed: path 1 nearer than path 2, both 20 Mbit/s
+// (-failover-path1 sets path 1 to another, as one that follows a trace).
 var failoverPaths = []testbed.PathSpec{testbed.Symmetric(20*time.Millisecond, 20e6), testbed.Symmetric(40*time.Millisecond, 20e6)}
 
 const (
@@ -160,6 +161,9 @@ func failover(mechanisms []string, cuts, uncut int) ([]failoverResult, error) {
 	for i, run := range runs {
 		progress(i, len(runs), "failover: "+run.Mechanism+" "+run.Cut)
 		run.CA = ca
+		// A traced path 1: every mechanism's transfer r starts at the
+		// same trace position, and successive ones a stride apart.
+		startTraces(tb, scenario{Paths: failoverPaths}, run.Rep)
 		var mu sync.Mutex
 		var cutAt, resumedAt time.Time
 		var armed atomic.Bool // hooks left over from a transfer that ended uncut do nothing
@@ -384,6 +388,14 @@ func failoverGoal(cut string) time.Duration {
 	return max(3*2*rtt1, 200*time.Millisecond) + rtt2
 }
 
+// rateOf says a path's downlink rate: fixed, or its trace's and mean.
+func rateOf(p testbed.PathSpec) string {
+	if t := p.Down.Trace; t != nil {
+		return fmt.Sprintf("trace %s, mean %.1f Mbit/s", t.Name, float64(t.MeanRate())/1e6)
+	}
+	return fmt.Sprintf("%g Mbit/s", float64(p.Down.Rate)/1e6)
+}
+
 // failoverSummary is one mechanism's figures for one kind of cut.
 type failoverSummary struct {
 	mechanism, cut       string
@@ -439,9 +451,9 @@ func summarize(results []failoverResult, mechanisms []string) []failoverSummary 
 
 // printFailover writes the table: medians, with min–max.
 func printFailover(w io.Writer, sums []failoverSummary, cuts int) {
-	fmt.Fprintf(w, "\nfailover: %d MB GET preferring path 1 (%v, %d Mbit/s), cut after %d MB; path 2 %v, %d Mbit/s; %d cuts of each kind\n",
-		failoverSize/1_000_000, failoverPaths[0].RTT(), failoverPaths[0].Down.Rate/1_000_000, failoverCutAt/1_000_000,
-		failoverPaths[1].RTT(), failoverPaths[1].Down.Rate/1_000_000, cuts)
+	fmt.Fprintf(w, "\nfailover: %d MB GET preferring path 1 (%v, %s), cut after %d MB; path 2 %v, %s; %d cuts of each kind\n",
+		failoverSize/1_000_000, failoverPaths[0].RTT(), rateOf(failoverPaths[0]), failoverCutAt/1_000_000,
+		failoverPaths[1].RTT(), rateOf(failoverPaths[1]), cuts)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  cut\tmechanism\tgap to path 2 (median, min–max)\tgoal\tlongest stall\tadded delay\tfailed\t")
 	for _, s := range sums {

@@ -11,8 +11,12 @@
 //
 // Scenarios are the testbed presets (symmetric: 50 ms / 6 Mbit/s and
 // 50 ms / 5 Mbit/s; asymmetric: 20 ms / 12 Mbit/s and 100 ms / 5 Mbit/s),
-// "grid" (six cells of the paper's factor levels), "paper" (all 384 cells
-// of them; -sample N picks N at random) or cells written RATE/RTT+RATE/RTT.
+// "grid" (six cells of the paper's factor levels), "papergrid" (a fixed,
+// balanced sample of 48 of the paper's cells, with its own pages,
+// contenders and loads unless told: see papergridCells), "paper" (all 384
+// cells of them; -sample N picks N at random) or cells written
+// RATE/RTT+RATE/RTT. With -prune (papergrid's default) a single path that
+// cannot be a cell's better one by arithmetic is left out (see leftOut).
 // Workloads are NxSIZE, mixed1, mixed2 or HAR files. -queue sets the
 // emulated links' drop-tail queues in bandwidth-delay products: by default
 // 1, and 4 for the grids, whose small pages would otherwise measure the
@@ -28,7 +32,9 @@
 // path 1, path 2 and round robin ran, each other contender is tested as
 // issue #17 asks (its median within 3 % of their best, its p90 within
 // 10 %), with a bootstrap interval and the test's own noise: how often a
-// twin of the best baseline would pass (see goal). Tables go to stdout, a
+// twin of the best baseline would pass (see goal). Over more than a few
+// cells, each contender is tested by the paper's own rule against the
+// better single path (see testPaper). Tables go to stdout, a
 // progress bar to stderr, CSV files and SVG plots to -out.
 //
 // The server side (link emulator, web servers) runs in this process; the
@@ -37,6 +43,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
@@ -45,6 +52,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,6 +71,9 @@ type scenario struct {
 	// QueueBDP is the drop-tail queue of every link direction, in
 	// bandwidth-delay products of its path (0: the testbed's default, 1).
 	QueueBDP float64
+	// Prune leaves out the single paths that cannot be a cell's better
+	// one by arithmetic (see leftOut).
+	Prune bool
 }
 
 // withQueue sets the drop-tail queues to bdps bandwidth-delay products
@@ -72,11 +83,16 @@ func (sc scenario) withQueue(bdps float64) scenario {
 	for i := range paths {
 		rtt := paths[i].RTT().Seconds()
 		for _, l := range []*testbed.LinkParams{&paths[i].Up, &paths[i].Down} {
-			l.Queue = max(int(bdps*float64(l.Rate)*rtt/8), testbed.MinQueue)
+			l.Queue = max(int(bdps*float64(l.MeanRate())*rtt/8), testbed.MinQueue)
 		}
 	}
 	sc.Paths, sc.QueueBDP = paths, bdps
 	return sc
+}
+
+// traced reports whether a path of the scenario follows a trace.
+func (sc scenario) traced() bool {
+	return slices.ContainsFunc(sc.Paths, func(p testbed.PathSpec) bool { return p.Down.Trace != nil || p.Up.Trace != nil })
 }
 
 // queueBDP is the scenario's queue depth in bandwidth-delay products.
@@ -145,28 +161,56 @@ func presets(name string) ([]scenario, bool) {
 			}
 		}
 		return g, true
+	case "papergrid":
+		return papergrid(), true
 	}
 	return nil, false
 }
 
-// parseScenarios reads a comma-separated list of presets and cells
-// "RATE/RTT+RATE/RTT" (Mbit/s and ms, as 6M/20ms+5M/50ms).
-func parseScenarios(spec string) ([]scenario, error) {
+// traceCells are the traces preset's cells: a wired-like path beside an
+// LTE drive, two LTE carriers side by side, and a path beside EVDO (a
+// nearly useless, erratic one), with the grids' queues, single paths
+// pruned as in the paper grid (see leftOut).
+var traceCells = []string{
+	"10M/20ms+50ms/trace:Verizon-LTE-short",
+	"50ms/trace:Verizon-LTE-short+50ms/trace:TMobile-LTE-short",
+	"6M/20ms+100ms/trace:Verizon-EVDO-driving",
+}
+
+// defaultTraces is where the project's traces are, from a checkout's root.
+const defaultTraces = "../shared/traces"
+
+// parseScenarios reads a comma-separated list of presets and cells of
+// two paths joined by "+", each path "RATE/RTT" (Mbit/s and ms, as
+// 6M/20ms+5M/50ms) or "RTT/trace:NAME", a path whose links follow a
+// cellular trace (NAME.down and NAME.up, in traces unless NAME is a path),
+// as 20ms/trace:Verizon-LTE-short.
+func parseScenarios(spec, traces string) ([]scenario, error) {
 	var out []scenario
 	for _, s := range strings.Split(spec, ",") {
 		if p, ok := presets(s); ok {
 			out = append(out, p...)
 			continue
 		}
+		if s == "traces" {
+			for _, c := range traceCells {
+				p, err := parseScenarios(c, traces)
+				if err != nil {
+					return nil, err
+				}
+				sc := p[0].withQueue(gridQueue)
+				sc.Prune = true // EVDO alone takes minutes for the large page
+				out = append(out, sc)
+			}
+			continue
+		}
 		var paths []testbed.PathSpec
 		for _, p := range strings.Split(s, "+") {
-			rate, rtt, ok := strings.Cut(p, "/")
-			r, err1 := strconv.ParseFloat(strings.TrimSuffix(strings.ToUpper(rate), "M"), 64)
-			d, err2 := time.ParseDuration(rtt)
-			if !ok || err1 != nil || err2 != nil || r <= 0 || d <= 0 {
-				return nil, fmt.Errorf("scenario %q: want symmetric, asymmetric, grid, paper or RATE/RTT+RATE/RTT (as 6M/20ms+5M/50ms)", s)
+			ps, err := parsePath(p, traces)
+			if err != nil {
+				return nil, fmt.Errorf("scenario %q: %w", s, err)
 			}
-			paths = append(paths, testbed.Symmetric(d, int64(r*1e6)))
+			paths = append(paths, ps)
 		}
 		if len(paths) != 2 {
 			return nil, fmt.Errorf("scenario %q: two paths, please", s)
@@ -174,6 +218,46 @@ func parseScenarios(spec string) ([]scenario, error) {
 		out = append(out, scenario{Name: s, Paths: paths})
 	}
 	return out, nil
+}
+
+// parsePath reads one path of a cell: RATE/RTT or RTT/trace:NAME.
+func parsePath(p, traces string) (testbed.PathSpec, error) {
+	first, second, ok := strings.Cut(p, "/")
+	if name, traced := strings.CutPrefix(second, "trace:"); ok && traced {
+		rtt, err := time.ParseDuration(first)
+		if err != nil || rtt <= 0 || name == "" {
+			return testbed.PathSpec{}, fmt.Errorf("path %q: want RTT/trace:NAME (as 50ms/trace:Verizon-LTE-short)", p)
+		}
+		return tracedPath(rtt, name, traces)
+	}
+	r, err1 := strconv.ParseFloat(strings.TrimSuffix(strings.ToUpper(first), "M"), 64)
+	d, err2 := time.ParseDuration(second)
+	if !ok || err1 != nil || err2 != nil || r <= 0 || d <= 0 {
+		return testbed.PathSpec{}, fmt.Errorf("path %q: want symmetric, asymmetric, grid, paper, papergrid, traces, or cells of RATE/RTT or RTT/trace:NAME paths (as 6M/20ms+5M/50ms)", p)
+	}
+	return testbed.Symmetric(d, int64(r*1e6)), nil
+}
+
+// tracedPath is a path of round-trip time rtt (half each way) whose
+// downlink follows trace NAME.down and uplink NAME.up, found in traces
+// unless name has a folder of its own.
+func tracedPath(rtt time.Duration, name, traces string) (testbed.PathSpec, error) {
+	file := name
+	if !strings.ContainsRune(name, filepath.Separator) {
+		file = filepath.Join(traces, name)
+	}
+	down, err := testbed.ReadTrace(file + ".down")
+	if err != nil {
+		return testbed.PathSpec{}, err
+	}
+	up, err := testbed.ReadTrace(file + ".up")
+	if err != nil {
+		return testbed.PathSpec{}, err
+	}
+	return testbed.PathSpec{
+		Up:   testbed.LinkParams{Delay: rtt / 2, Trace: up},
+		Down: testbed.LinkParams{Delay: rtt / 2, Trace: down},
+	}, nil
 }
 
 // config travels from the parent to the client process.
@@ -200,6 +284,11 @@ type config struct {
 	// SplitConns is path 1's connections in the split contender (0:
 	// half the host's).
 	SplitConns int
+	// LeftOut names, by workload, the contenders not run (see leftOut).
+	LeftOut map[string][]string
+	// Traced: a path follows a trace, which each measured load asks to
+	// start at its position (see runClient).
+	Traced bool
 }
 
 // record is one measured page load.
@@ -217,6 +306,12 @@ type record struct {
 	// of responses it split off to another (see intents.Mover,
 	// intents.Splitter).
 	Moved, Split int64
+	// Failed is the error that ended the load, if one did (its PLT is
+	// then how long it ran).
+	Failed string `json:",omitempty"`
+	// Estimates are an intents contender's estimates of the paths during
+	// a load of a traced scenario, every estimateEvery.
+	Estimates []estimateSample `json:",omitempty"`
 	// Response bodies an intents contender resumed by range on another
 	// connection when theirs stalled mid-body (or its path went down):
 	// their server's timeouts then go uncounted above, as the server's
@@ -233,7 +328,7 @@ func main() {
 		failoverClient()
 		return
 	}
-	scenSpec := flag.String("scenario", "symmetric,asymmetric", "comma-separated: symmetric, asymmetric, grid, paper, or RATE/RTT+RATE/RTT cells")
+	scenSpec := flag.String("scenario", "symmetric,asymmetric", "comma-separated: symmetric, asymmetric, grid, paper, papergrid, traces, or cells of two paths, each RATE/RTT or RTT/trace:NAME (as 6M/20ms+5M/50ms or 10M/20ms+50ms/trace:Verizon-LTE-short)")
 	workSpec := flag.String("workload", "32x100KB", "comma-separated: NxSIZE (objects after a 10 KB root), mixed1, mixed2, or FILE.har")
 	hosts := flag.Int("hosts", 1, "servers the handcrafted pages' objects are spread over")
 	reps := flag.Int("reps", 5, "measured loads per contender and cell (medians are reported)")
@@ -241,14 +336,31 @@ func main() {
 	sample := flag.Int("sample", 0, "run only this many scenarios, picked at random (with -seed)")
 	seed := flag.Uint64("seed", 1, "seed for -sample")
 	out := flag.String("out", "pageload-results", "folder for the CSV files and plots")
-	queue := flag.Float64("queue", 0, "drop-tail queue of each link, in bandwidth-delay products of its path (deeper: fewer losses when six connections slow-start at once); 0: 1, and 4 for grid and paper")
+	queue := flag.Float64("queue", 0, "drop-tail queue of each link, in bandwidth-delay products of its path (deeper: fewer losses when six connections slow-start at once); 0: 1, and 4 for grid, paper and papergrid")
+	prune := flag.Bool("prune", false, "leave out a single path where by arithmetic (the page's bytes at its rate, and its round trips) it takes over 3 × the other path's time (default: on for papergrid only)")
 	failoverMode := flag.Bool("failover", false, "instead of page loads, cut path 1 in the middle of a download (link event, blackhole) for each failover mechanism, and measure how soon path 2 carries it on")
+	failoverPath1 := flag.String("failover-path1", "", "with -failover: path 1 as RATE/RTT or RTT/trace:NAME (default 20M/20ms); a trace starts each mechanism's transfer r at the same position")
 	cuts := flag.Int("cuts", 10, "with -failover: cuts of each kind per mechanism")
 	mechanisms := flag.String("mechanisms", strings.Join(failoverMechanisms, ","), "with -failover: comma-separated, of: "+strings.Join(failoverMechanisms, ", "))
 	split := flag.Int("split", 0, "path 1's connections in the split contender, path 2 the rest of -conns (0: half)")
 	conns := flag.Int("conns", pageload.MaxConnsPerHost, "connections per host for every contender (a browser's 6; fewer shows what a path carries with a part of them)")
+	traces := flag.String("traces", defaultTraces, "folder of the traces that cells' RTT/trace:NAME paths name")
 	trace := flag.String("trace", "", "log this contender's loads to stderr (each object's start, end and path, and what each path carried against its rate) and, for an intents contender, every decision and the paths' estimates")
 	flag.Parse()
+	if *scenSpec == "papergrid" {
+		// The paper grid's own pages, contenders and loads, unless told.
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["workload"] {
+			*workSpec = papergridPages
+		}
+		if !set["contenders"] {
+			*contenders = strings.Join(papergridContenders, ",")
+		}
+		if !set["reps"] {
+			*reps = papergridReps
+		}
+	}
 
 	if *failoverMode {
 		if os.Geteuid() != 0 {
@@ -263,6 +375,13 @@ func main() {
 		if *cuts < 1 {
 			log.Fatal("-cuts must be at least 1")
 		}
+		if *failoverPath1 != "" {
+			p1, err := parsePath(*failoverPath1, *traces)
+			if err != nil {
+				log.Fatal(err)
+			}
+			failoverPaths[0] = p1
+		}
 		results, err := failover(mechs, *cuts, max(3, *cuts/3))
 		if err != nil {
 			log.Fatal(err)
@@ -275,7 +394,7 @@ func main() {
 		fmt.Printf("\nCSV and plots in %s/\n", *out)
 		return
 	}
-	scens, err := parseScenarios(*scenSpec)
+	scens, err := parseScenarios(*scenSpec, *traces)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -287,6 +406,13 @@ func main() {
 			scens[i] = scens[i].withQueue(*queue)
 		}
 	}
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "prune" {
+			for i := range scens {
+				scens[i].Prune = *prune
+			}
+		}
+	})
 	if *sample > 0 && *sample < len(scens) {
 		r := rand.New(rand.NewPCG(*seed, 0))
 		r.Shuffle(len(scens), func(i, j int) { scens[i], scens[j] = scens[j], scens[i] })
@@ -331,8 +457,16 @@ func main() {
 	res.hosts = *hosts
 	res.printTables(os.Stdout)
 	res.printGoal(os.Stdout)
+	res.printPaper(os.Stdout, 10)
+	printEstimates(os.Stdout, scens, records, keys)
+	printMarks(os.Stdout, scens, records, keys)
 	if err := res.write(*out); err != nil {
 		log.Fatal(err)
+	}
+	if slices.ContainsFunc(scens, scenario.traced) {
+		if err := writeEstimates(*out, scens, records, keys, workloads[0].Name); err != nil {
+			log.Fatal(err)
+		}
 	}
 	fmt.Printf("\nCSV and plots in %s/\n", *out)
 }
@@ -348,15 +482,27 @@ type run struct {
 
 // all runs every scenario on a testbed of its own.
 func (r run) all(scens []scenario) ([]record, error) {
-	total := len(scens) * len(r.workloads) * len(r.contenders) * r.reps
+	loads := func(sc scenario) int {
+		n := 0
+		for _, w := range r.workloads {
+			n += (len(r.contenders) - len(leftOut(sc, w, r.contenders))) * r.reps
+		}
+		return n
+	}
+	total := 0
+	for _, sc := range scens {
+		total += loads(sc)
+	}
 	var records []record
+	done := 0
 	for i, sc := range scens {
 		fmt.Fprintf(os.Stderr, "pageload: scenario %d of %d: %s\n", i+1, len(scens), sc.Name)
-		recs, err := r.scenario(sc, i*len(r.workloads)*len(r.contenders)*r.reps, total)
+		recs, err := r.scenario(sc, done, total)
 		if err != nil {
 			return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
 		}
 		records = append(records, recs...)
+		done += loads(sc)
 	}
 	return records, nil
 }
@@ -377,12 +523,18 @@ func (r run) scenario(sc scenario, done, total int) ([]record, error) {
 	}
 	cfg := config{Scenario: sc.Name, Workloads: r.workloads, Contenders: r.contenders, Reps: r.reps,
 		Trace: r.trace, ServerNetns: tb.Server.Name, Done: done, Total: total, ConnsPerHost: r.conns, SplitConns: r.split,
-		CA: web.CA.Cert.Certificate[len(web.CA.Cert.Certificate)-1]}
+		CA: web.CA.Cert.Certificate[len(web.CA.Cert.Certificate)-1], LeftOut: map[string][]string{}}
+	for _, w := range r.workloads {
+		if out := leftOut(sc, w, r.contenders); len(out) > 0 {
+			cfg.LeftOut[w.Name] = out
+		}
+	}
 	for _, p := range sc.Paths {
 		cfg.RTT = append(cfg.RTT, p.RTT())
-		cfg.Rate = append(cfg.Rate, p.Down.Rate)
+		cfg.Rate = append(cfg.Rate, p.Down.MeanRate())
 	}
-	recs, err := runClient(tb, cfg)
+	cfg.Traced = sc.traced()
+	recs, err := runClient(tb, cfg, func(rep int) { startTraces(tb, sc, rep) })
 	for _, p := range tb.Paths {
 		up, down := p.Up.Stats(), p.Down.Stats()
 		fmt.Fprintf(os.Stderr, "pageload: path %d carried %d packets down, dropped %d at its queue; %d up, dropped %d\n",
@@ -391,9 +543,35 @@ func (r run) scenario(sc scenario, done, total int) ([]record, error) {
 	return recs, err
 }
 
+// traceStride is how far apart in their traces successive loads start:
+// load r of every contender starts at r × traceStride, so that contenders
+// meet the same network and a cell's loads sample its traces rather than
+// one moment of them.
+const traceStride = 10 * time.Second
+
+// startTraces sets the traced links of tb, whose scenario is sc, to the
+// trace position of load rep, from now.
+func startTraces(tb *testbed.Testbed, sc scenario, rep int) {
+	at := time.Duration(rep) * traceStride
+	for i, p := range tb.Paths {
+		for _, l := range []struct {
+			d    *testbed.Direction
+			spec testbed.LinkParams
+		}{{p.Up, sc.Paths[i].Up}, {p.Down, sc.Paths[i].Down}} {
+			if l.spec.Trace != nil {
+				l.spec.TraceStart += at
+				l.d.Set(l.spec)
+			}
+		}
+	}
+}
+
 // runClient runs this program again inside the client namespace and
-// collects its records.
-func runClient(tb *testbed.Testbed, cfg config) ([]record, error) {
+// collects its records. A client of a traced scenario asks, before each
+// measured load, for the traces to start at that load's position: it
+// writes the load's number to its fd 3 and waits for a line on its fd 4,
+// which startLoad answers once it has set them.
+func runClient(tb *testbed.Testbed, cfg config, startLoad func(rep int)) ([]record, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -407,7 +585,51 @@ func runClient(tb *testbed.Testbed, cfg config) ([]record, error) {
 	cmd.Stdin = bytes.NewReader(arg) // a HAR workload may be larger than an environment variable may
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
-	if err := cmd.Run(); err != nil {
+	served := make(chan struct{})
+	if cfg.Traced {
+		asks, asked, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		answered, answers, err := os.Pipe()
+		if err != nil {
+			asks.Close()
+			asked.Close()
+			return nil, err
+		}
+		defer asks.Close()
+		defer answers.Close()
+		cmd.ExtraFiles = []*os.File{asked, answered}
+		// The child's copies are its own once it runs: ours close, so
+		// that its exit ends the loop below.
+		defer asked.Close()
+		defer answered.Close()
+		go func() {
+			defer close(served)
+			sc := bufio.NewScanner(asks)
+			for sc.Scan() {
+				rep, err := strconv.Atoi(sc.Text())
+				if err != nil || rep < 0 {
+					return
+				}
+				startLoad(rep)
+				if _, err := answers.Write([]byte("\n")); err != nil {
+					return
+				}
+			}
+		}()
+	} else {
+		close(served)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	for _, f := range cmd.ExtraFiles {
+		f.Close()
+	}
+	err = cmd.Wait()
+	<-served
+	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	var records []record

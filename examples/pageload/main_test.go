@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,20 +34,20 @@ func TestMain(m *testing.M) {
 }
 
 func TestParseScenarios(t *testing.T) {
-	s, err := parseScenarios("symmetric,6M/20ms+0.5M/200ms")
+	s, err := parseScenarios("symmetric,6M/20ms+0.5M/200ms", testTraces)
 	require.NoError(t, err)
 	require.Len(t, s, 2)
 	assert.Equal(t, "6M/20ms+0.5M/200ms", s[1].Name)
 	assert.EqualValues(t, 500_000, s[1].Paths[1].Down.Rate)
 	assert.Equal(t, 200*time.Millisecond, s[1].Paths[1].RTT())
-	g, err := parseScenarios("grid")
+	g, err := parseScenarios("grid", testTraces)
 	require.NoError(t, err)
 	assert.Len(t, g, 6)
 	for _, sc := range g {
 		assert.Equal(t, float64(gridQueue), sc.queueBDP(), "%s: the grids' small pages get deeper queues", sc.Name)
 	}
 	assert.Equal(t, 1.0, s[0].queueBDP(), "the presets keep the testbed's default")
-	p, err := parseScenarios("paper")
+	p, err := parseScenarios("paper", testTraces)
 	require.NoError(t, err)
 	assert.Len(t, p, 6*4*4*4, "every combination of the paper's levels")
 	q := s[1].withQueue(2) // 6 Mbit/s × 20 ms = 15 kB, 0.5 Mbit/s × 200 ms = 12.5 kB
@@ -56,17 +57,56 @@ func TestParseScenarios(t *testing.T) {
 	assert.Zero(t, s[1].Paths[0].Down.Queue, "withQueue leaves the scenario it was called on alone")
 	assert.Equal(t, 1.0, s[1].queueBDP(), "the testbed's default")
 	assert.Equal(t, 2.0, q.queueBDP())
-	for _, bad := range []string{"", "fast", "6M/20ms", "6M+5M", "6M/20ms+5M/0ms", "x/20ms+5M/20ms"} {
-		_, err := parseScenarios(bad)
+	for _, bad := range []string{"", "fast", "6M/20ms", "6M+5M", "6M/20ms+5M/0ms", "x/20ms+5M/20ms",
+		"6M/20ms+50ms/trace:", "6M/20ms+0ms/trace:Verizon-LTE-short", "6M/20ms+50ms/trace:no-such-trace"} {
+		_, err := parseScenarios(bad, testTraces)
 		assert.Error(t, err, "%q", bad)
 	}
+}
+
+// testTraces is the project's traces seen from this package's folder.
+const testTraces = "../../../shared/traces"
+
+func TestParseTracedScenarios(t *testing.T) {
+	if _, err := os.Stat(testTraces); err != nil {
+		t.Skipf("the project's traces are not beside this checkout (%v)", err)
+	}
+	s, err := parseScenarios("10M/20ms+50ms/trace:Verizon-LTE-short", testTraces)
+	require.NoError(t, err)
+	require.Len(t, s, 1)
+	assert.False(t, s[0].Paths[0].Down.Trace != nil, "a fixed path")
+	lte := s[0].Paths[1]
+	require.NotNil(t, lte.Down.Trace)
+	require.NotNil(t, lte.Up.Trace)
+	assert.Equal(t, "Verizon-LTE-short", lte.Down.Trace.Name)
+	assert.Equal(t, 50*time.Millisecond, lte.RTT())
+	assert.NotSame(t, lte.Down.Trace, lte.Up.Trace, "the downlink's trace and the uplink's")
+	assert.InDelta(t, 5.0e6, float64(lte.Down.MeanRate()), 0.05e6)
+	assert.True(t, s[0].traced())
+
+	abs, err := filepath.Abs(filepath.Join(testTraces, "TMobile-LTE-short"))
+	require.NoError(t, err)
+	s, err = parseScenarios("50ms/trace:"+abs+"+6M/20ms", "/no/such/folder")
+	require.NoError(t, err, "a trace named by its path")
+	assert.Equal(t, "TMobile-LTE-short", s[0].Paths[0].Down.Trace.Name)
+
+	tr, err := parseScenarios("traces", testTraces)
+	require.NoError(t, err)
+	require.Len(t, tr, len(traceCells))
+	for _, sc := range tr {
+		assert.True(t, sc.traced(), sc.Name)
+		assert.Equal(t, float64(gridQueue), sc.queueBDP(), sc.Name)
+		assert.True(t, sc.Prune, sc.Name)
+	}
+	// Queues in BDPs of a trace's mean rate: 4 × 5 Mbit/s × 50 ms.
+	assert.InDelta(t, 4*float64(tr[0].Paths[1].Down.MeanRate())*0.05/8, float64(tr[0].Paths[1].Down.Queue), 1)
 }
 
 // The loads, written in the Go benchmark format, read back as benchstat
 // reads them: one result per load, keyed by its cell and contender, with
 // the page load time and its ratio to the cell's bound.
 func TestLoadsInTheBenchmarkFormat(t *testing.T) {
-	scens, err := parseScenarios("6M/20ms+5M/50ms")
+	scens, err := parseScenarios("6M/20ms+5M/50ms", testTraces)
 	require.NoError(t, err)
 	w, err := pageload.Parse("32x100KB", 1)
 	require.NoError(t, err)
@@ -125,7 +165,7 @@ func TestLoadsInTheBenchmarkFormat(t *testing.T) {
 // the output is complete and consistent. It asserts no speed-up.
 func TestSmoke(t *testing.T) {
 	testbed.RequireRoot(t)
-	scens, err := parseScenarios("20M/10ms+5M/50ms,asymmetric")
+	scens, err := parseScenarios("20M/10ms+5M/50ms,asymmetric", testTraces)
 	require.NoError(t, err)
 	har, err := pageload.ReadHARFile("../../internal/pageload/testdata/search.har")
 	require.NoError(t, err)
@@ -171,8 +211,9 @@ func TestSmoke(t *testing.T) {
 	rows := readCSV(t, filepath.Join(dir, "loads.csv"))
 	assert.Len(t, rows, 1+len(records), "a header and a row per load")
 	assert.Subset(t, rows[0], []string{"server_retransmits", "server_timeouts", "queue_bdp", "moved", "split", "resumed"})
+	queueCol := slices.Index(rows[0], "queue_bdp")
 	for _, row := range rows[1:] {
-		assert.Equal(t, "1", row[len(row)-1], "the queue depth, in BDPs")
+		assert.Equal(t, "1", row[queueCol], "the queue depth, in BDPs")
 	}
 	rows = readCSV(t, filepath.Join(dir, "summary.csv"))
 	assert.Len(t, rows, 1+len(scens)*len(workloads)*len(keys), "a header and a row per cell and contender")
@@ -251,7 +292,7 @@ func TestFluidSplit(t *testing.T) {
 	assert.InDelta(t, 0.1+1/(1/3.9+1/5.7), got.Seconds(), 1e-9)
 	assert.Zero(t, fluidSplit([]time.Duration{4 * s, 200 * time.Millisecond}, []time.Duration{100 * time.Millisecond, 300 * time.Millisecond}))
 
-	scens, err := parseScenarios("6M/20ms+5M/50ms")
+	scens, err := parseScenarios("6M/20ms+5M/50ms", testTraces)
 	require.NoError(t, err)
 	w, err := pageload.Parse("32x100KB", 1)
 	require.NoError(t, err)
@@ -314,7 +355,7 @@ func TestConnsPerHost(t *testing.T) {
 // symmetric preset, with -conns and -hosts as given.
 func oneLoadReport(t *testing.T, conns, hosts int) (tables, loads string) {
 	t.Helper()
-	scens, err := parseScenarios("symmetric")
+	scens, err := parseScenarios("symmetric", testTraces)
 	require.NoError(t, err)
 	w := pageload.Uniform(2, 1000, 1)
 	res := newResults(scens, []pageload.Workload{w}, []string{"path1"},
@@ -349,7 +390,7 @@ func TestHostsInLoadNames(t *testing.T) {
 // baselines', with an interval from its own loads' spread, and how often
 // a twin of the best baseline passes, which a cell's spread decides.
 func TestGoal(t *testing.T) {
-	scens, err := parseScenarios("symmetric,asymmetric")
+	scens, err := parseScenarios("symmetric,asymmetric", testTraces)
 	require.NoError(t, err)
 	w := pageload.Uniform(2, 1000, 1)
 	ms := func(v ...int) []time.Duration {
@@ -425,4 +466,51 @@ func readCSV(t *testing.T, name string) [][]string {
 	rows, err := csv.NewReader(f).ReadAll()
 	require.NoError(t, err)
 	return rows
+}
+
+// A failed load counts apart: not as a time (a failure is no fast load),
+// in the tables, loads.csv and summary.csv, and not in loads.txt.
+func TestFailedLoadsCountApart(t *testing.T) {
+	scens, err := parseScenarios("6M/20ms+5M/50ms", testTraces)
+	require.NoError(t, err)
+	w := pageload.Uniform(2, 1000, 1)
+	var records []record
+	add := func(c string, plt time.Duration, failed string) {
+		records = append(records, record{Scenario: scens[0].Name, Workload: w.Name, Contender: c, Rep: len(records), PLT: plt, Failed: failed})
+	}
+	for _, ms := range []int{1000, 1100, 1200} {
+		add("path1", time.Duration(ms)*time.Millisecond, "")
+	}
+	add("eaf", 900*time.Millisecond, "")
+	add("eaf", 50*time.Millisecond, "body: intents: path p2 went down during the request")
+	add("eaf", 950*time.Millisecond, "")
+	for range 3 {
+		add("rr", 10*time.Millisecond, "context deadline exceeded")
+	}
+	res := newResults(scens, []pageload.Workload{w}, []string{"path1", "eaf", "rr"}, records)
+	k := res.cells[0]
+	assert.Equal(t, 2, res.by[k]["eaf"].loads)
+	assert.Equal(t, 900*time.Millisecond, res.by[k]["eaf"].min, "the failed load's time is no load time")
+	assert.NotContains(t, res.by[k], "rr", "no times at all")
+	assert.Equal(t, failure{1, "body: intents: path p2 went down during the request"}, res.failed[k]["eaf"])
+	assert.Equal(t, 3, res.failed[k]["rr"].loads)
+
+	var out strings.Builder
+	res.printTables(&out)
+	t.Log("\n" + out.String())
+	assert.Contains(t, out.String(), "EAF (intents) failed 1 loads; the first: body: intents: path p2 went down")
+	assert.Regexp(t, `round robin \(intents\)\s+3 of 3`, out.String())
+
+	dir := t.TempDir()
+	require.NoError(t, res.write(dir))
+	rows := readCSV(t, filepath.Join(dir, "loads.csv"))
+	require.Len(t, rows, 1+len(records))
+	failedCol := slices.Index(rows[0], "failed")
+	assert.Equal(t, "context deadline exceeded", rows[len(rows)-1][failedCol])
+	assert.Empty(t, rows[1][failedCol])
+	bench, err := os.ReadFile(filepath.Join(dir, "loads.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, 5, strings.Count(string(bench), "BenchmarkPageLoad/"), "the completed loads only")
+	rows = readCSV(t, filepath.Join(dir, "summary.csv"))
+	assert.Equal(t, "1", rows[2][slices.Index(rows[0], "loads_failed")], "EAF's row")
 }

@@ -38,6 +38,13 @@ type stats struct {
 	timedOut int
 }
 
+// failure is a contender's failed loads in a cell: how many, and the
+// first one's error.
+type failure struct {
+	loads int
+	first string
+}
+
 type results struct {
 	// connsPerHost is the contenders' limit, if -conns set one (0: a
 	// browser's).
@@ -50,24 +57,37 @@ type results struct {
 	records    []record
 	by         map[cellKey]map[string]stats
 	loads      map[cellKey]map[string][]time.Duration // each contender's load times, sorted
-	goals      map[string][]goalCell                  // each tested contender's cells (see testGoal)
-	bound      map[cellKey]time.Duration
+	// failed are the loads that ended in an error: apart from the times
+	// above, so that no failure counts as a fast load.
+	failed map[cellKey]map[string]failure
+	goals  map[string][]goalCell // each tested contender's cells (see testGoal)
+	bound  map[cellKey]time.Duration
 	// fluid is the single paths' own loads combined (see fluidSplit); 0
 	// without both.
 	fluid   map[cellKey]time.Duration
 	rttPart map[cellKey][]time.Duration // each path's share of the bound with no bytes to send, by cell
 	queue   map[string]float64          // queue depth in BDPs, by scenario
 	bytes   map[string]int64            // workload bytes, by name
+	// leftOut are the single paths not run in a cell, and why (see
+	// leftOut): the path's arithmetic load time, and the other's.
+	leftOut map[cellKey][]leftOutPath
+}
+
+// leftOutPath is a single path left out of a cell by arithmetic.
+type leftOutPath struct {
+	contender     string
+	alone, others time.Duration // the page's lower bound on it, and on the other path
 }
 
 func newResults(scens []scenario, workloads []pageload.Workload, contenders []string, records []record) *results {
 	r := &results{contenders: contenders, records: records, by: map[cellKey]map[string]stats{},
-		bound: map[cellKey]time.Duration{}, fluid: map[cellKey]time.Duration{}, rttPart: map[cellKey][]time.Duration{}, queue: map[string]float64{}, bytes: map[string]int64{}}
+		bound: map[cellKey]time.Duration{}, fluid: map[cellKey]time.Duration{}, rttPart: map[cellKey][]time.Duration{}, queue: map[string]float64{}, bytes: map[string]int64{},
+		leftOut: map[cellKey][]leftOutPath{}, failed: map[cellKey]map[string]failure{}}
 	for _, sc := range scens {
 		r.queue[sc.Name] = sc.queueBDP()
 		rate, rtt := 0.0, sc.Paths[0].RTT()
 		for _, p := range sc.Paths {
-			rate += float64(p.Down.Rate)
+			rate += float64(p.Down.MeanRate())
 			rtt = min(rtt, p.RTT())
 		}
 		for _, w := range workloads {
@@ -78,11 +98,29 @@ func newResults(scens []scenario, workloads []pageload.Workload, contenders []st
 				r.rttPart[k] = append(r.rttPart[k], w.LowerBound(p.RTT(), math.Inf(1)))
 			}
 			r.bytes[w.Name] = w.Bytes()
+			for _, c := range leftOut(sc, w, contenders) {
+				i := slices.Index(baselines, c)
+				r.leftOut[k] = append(r.leftOut[k], leftOutPath{contender: c,
+					alone:  w.LowerBound(sc.Paths[i].RTT(), float64(sc.Paths[i].Down.MeanRate())),
+					others: w.LowerBound(sc.Paths[1-i].RTT(), float64(sc.Paths[1-i].Down.MeanRate()))})
+			}
 		}
 	}
 	plts := map[cellKey]map[string][]time.Duration{}
 	for _, rec := range records {
 		k := cellKey{rec.Scenario, rec.Workload}
+		if rec.Failed != "" {
+			if r.failed[k] == nil {
+				r.failed[k] = map[string]failure{}
+			}
+			f := r.failed[k][rec.Contender]
+			if f.loads == 0 {
+				f.first = rec.Failed
+			}
+			f.loads++
+			r.failed[k][rec.Contender] = f
+			continue
+		}
 		if plts[k] == nil {
 			plts[k], r.by[k] = map[string][]time.Duration{}, map[string]stats{}
 		}
@@ -213,10 +251,14 @@ func (r *results) printTables(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "contender\tmedian PLT\tmin\tp90\tmax\tvs better single\tPLT / bound\tPLT / fluid\tloads with a timeout\tobjects per path\t")
+		fmt.Fprintln(tw, "contender\tmedian PLT\tmin\tp90\tmax\tvs better single\tPLT / bound\tPLT / fluid\tloads with a timeout\tfailed loads\tobjects per path\t")
 		for _, c := range r.contenders {
 			s, ok := r.by[k][c]
+			failed := r.failed[k][c].loads
 			if !ok {
+				if failed > 0 {
+					fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t\t\t%d of %d\t\t\n", contenderNames[c], failed, failed)
+				}
 				continue
 			}
 			vs := "n/a"
@@ -227,10 +269,19 @@ func (r *results) printTables(w io.Writer) {
 			if f := r.fluid[k]; f > 0 {
 				fluid = fmt.Sprintf("%.2f", s.median.Seconds()/f.Seconds())
 			}
-			fmt.Fprintf(tw, "%s\t%.2f s\t%.2f s\t%.2f s\t%.2f s\t%s\t%.2f\t%s\t%d of %d\t%s\t\n", contenderNames[c], s.median.Seconds(), s.min.Seconds(),
-				s.p90.Seconds(), s.max.Seconds(), vs, s.median.Seconds()/r.bound[k].Seconds(), fluid, s.timedOut, s.loads, pathList(s.paths))
+			fmt.Fprintf(tw, "%s\t%.2f s\t%.2f s\t%.2f s\t%.2f s\t%s\t%.2f\t%s\t%d of %d\t%d of %d\t%s\t\n", contenderNames[c], s.median.Seconds(), s.min.Seconds(),
+				s.p90.Seconds(), s.max.Seconds(), vs, s.median.Seconds()/r.bound[k].Seconds(), fluid, s.timedOut, s.loads, failed, s.loads+failed, pathList(s.paths))
 		}
 		tw.Flush()
+		for _, c := range r.contenders {
+			if f := r.failed[k][c]; f.loads > 0 {
+				fmt.Fprintf(w, "  %s failed %d loads; the first: %s\n", contenderNames[c], f.loads, f.first)
+			}
+		}
+		for _, l := range r.leftOut[k] {
+			fmt.Fprintf(w, "  %s left out: by arithmetic at least %.2f s, over %d × the other path's %.2f s\n",
+				contenderNames[l.contender], l.alone.Seconds(), pruneRatio, l.others.Seconds())
+		}
 	}
 	if len(r.cells) < 2 {
 		return
@@ -272,6 +323,7 @@ func (r *results) speedups(c string) []float64 {
 }
 
 // write saves loads.csv, loads.txt, summary.csv, goal.csv (see goal),
+// paper.csv (see testPaper),
 // plt.svg and speedup-ecdf.svg (and PNGs of the plots) in dir.
 func (r *results) write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -280,15 +332,15 @@ func (r *results) write(dir string) error {
 	if err := r.writeBench(filepath.Join(dir, "loads.txt")); err != nil {
 		return err
 	}
-	loads := [][]string{{"scenario", "workload", "contender", "rep", "plt_s", "bytes", "lower_bound_s", "objects_per_path", "server_retransmits", "server_timeouts", "moved", "split", "resumed", "queue_bdp"}}
+	loads := [][]string{{"scenario", "workload", "contender", "rep", "plt_s", "bytes", "lower_bound_s", "objects_per_path", "server_retransmits", "server_timeouts", "moved", "split", "resumed", "queue_bdp", "failed"}}
 	for _, rec := range r.records {
 		k := cellKey{rec.Scenario, rec.Workload}
 		loads = append(loads, []string{rec.Scenario, rec.Workload, rec.Contender, strconv.Itoa(rec.Rep), secs(rec.PLT),
 			strconv.FormatInt(rec.Bytes, 10), secs(r.bound[k]), pathList(rec.Paths),
 			strconv.FormatInt(rec.Retransmits, 10), strconv.FormatInt(rec.Timeouts, 10),
-			strconv.FormatInt(rec.Moved, 10), strconv.FormatInt(rec.Split, 10), strconv.FormatInt(rec.Resumed, 10), bdps(r.queue[rec.Scenario])})
+			strconv.FormatInt(rec.Moved, 10), strconv.FormatInt(rec.Split, 10), strconv.FormatInt(rec.Resumed, 10), bdps(r.queue[rec.Scenario]), rec.Failed})
 	}
-	summary := [][]string{{"scenario", "workload", "contender", "loads", "median_s", "min_s", "p90_s", "max_s", "speedup_vs_better_single", "plt_over_bound", "loads_with_timeout", "queue_bdp", "plt_over_fluid"}}
+	summary := [][]string{{"scenario", "workload", "contender", "loads", "median_s", "min_s", "p90_s", "max_s", "speedup_vs_better_single", "plt_over_bound", "loads_with_timeout", "queue_bdp", "plt_over_fluid", "loads_failed"}}
 	for _, k := range r.cells {
 		for _, c := range r.contenders {
 			s, ok := r.by[k][c]
@@ -304,10 +356,10 @@ func (r *results) write(dir string) error {
 				fluid = strconv.FormatFloat(s.median.Seconds()/f.Seconds(), 'f', 4, 64)
 			}
 			summary = append(summary, []string{k.scenario, k.workload, c, strconv.Itoa(s.loads), secs(s.median), secs(s.min), secs(s.p90), secs(s.max),
-				speedup, strconv.FormatFloat(s.median.Seconds()/r.bound[k].Seconds(), 'f', 4, 64), strconv.Itoa(s.timedOut), bdps(r.queue[k.scenario]), fluid})
+				speedup, strconv.FormatFloat(s.median.Seconds()/r.bound[k].Seconds(), 'f', 4, 64), strconv.Itoa(s.timedOut), bdps(r.queue[k.scenario]), fluid, strconv.Itoa(r.failed[k][c].loads)})
 		}
 	}
-	for name, rows := range map[string][][]string{"loads.csv": loads, "summary.csv": summary, "goal.csv": r.goalRows()} {
+	for name, rows := range map[string][][]string{"loads.csv": loads, "summary.csv": summary, "goal.csv": r.goalRows(), "paper.csv": r.paperRows()} {
 		if err := writeCSV(filepath.Join(dir, name), rows); err != nil {
 			return err
 		}
@@ -342,6 +394,9 @@ func (r *results) writeBench(name string) error {
 		extra += "/conns=" + strconv.Itoa(n)
 	}
 	for _, rec := range r.records {
+		if rec.Failed != "" {
+			continue // no time to compare; loads.csv and the tables count it
+		}
 		fmt.Fprintf(&b, "BenchmarkPageLoad/scenario=%s/page=%s/queue=%s%s/contender=%s 1 %d ns/op",
 			benchKey(rec.Scenario), benchKey(rec.Workload), bdps(r.queue[rec.Scenario]), extra, benchKey(rec.Contender), rec.PLT.Nanoseconds())
 		if bound := r.bound[cellKey{rec.Scenario, rec.Workload}]; bound > 0 { // no bound, no ratio: not a ratio of 0
