@@ -24,11 +24,19 @@ import (
 // least probeAnswer), the connection is still quiet quietDeadAfter (at
 // least three RTTs) into its silence, and
 // neither another of the pool's connections on the path nor its interface
-// received anything meanwhile, the path is taken to be dead: its quiet
-// connections close as on a path that went down (their requests fail with
-// a PathDownError, and are retried or resumed on another path under the
-// usual rules, on the spare if it is ready), and the path is marked
-// Unresponsive until a handshake through it succeeds again. If the probe
+// received anything meanwhile, the path is taken to be silent: it is
+// marked Unresponsive until a handshake through it succeeds again (new
+// requests go elsewhere), and its quiet connections that lose nothing by
+// it close as on a path that went down: those idle, and those whose one
+// request is sent again on another path (idempotent, before its response)
+// or resumes there by range (entry.recoverable). A connection whose
+// request would fail (a body that cannot resume, a request that may not
+// be sent twice) is held: a cellular link stalls for seconds and comes
+// back (the traces here: up to 1.7 s on LTE, 11.6 s on EVDO), with its
+// queued packets and the probe's answer behind them, and nothing tells a
+// stall from a blackhole until it ends. A held connection closes, its
+// request failing with a PathDownError, only once it has been quiet for
+// holdSilent, or on a link event. If the probe
 // is answered while the connection stays quiet, the path works and the
 // connection waits out a retransmission timeout: a response body on it
 // that resumes by range asks for its rest on another connection
@@ -50,6 +58,12 @@ const (
 	// path thought dead does not make it worth using yet.
 	reprobeTimeout = 2 * time.Second
 )
+
+// holdSilent is how long a connection whose request cannot be had again
+// stays open, quiet, on a path taken for silent: longer than the longest
+// stall of the cellular traces (EVDO's 11.6 s). TCP itself would wait
+// minutes. A variable for tests.
+var holdSilent = 15 * time.Second
 
 // quietFor is how long the connection has received nothing, as far as
 // its path is concerned: zero while bytes wait unread (the reader is
@@ -76,6 +90,21 @@ func (c *core) checkQuiet(e *entry, info tcpinfo.Info, activeSince time.Time) ti
 		return 0
 	}
 	quiet := quietFor(info, time.Since(activeSince))
+	if !responsive(e.path) {
+		// Held on a path taken for silent (see pathSilent): the path's
+		// reprobes tell when it answers; this connection's silence, how
+		// long it may wait.
+		if quiet < holdSilent {
+			// Looked at again within a reprobe's gap: once the mark
+			// clears, its silences count from the usual bars again.
+			return min(holdSilent-quiet, reprobeFirst)
+		}
+		c.closeSilent([]*entry{e})
+		if log := c.m.debugLogger(context.Background()); log != nil {
+			log.Debug("intents: held connection closes on a silent path", "path", e.path.Name, "quiet", quiet)
+		}
+		return 0
+	}
 	e.sampleMu.Lock()
 	defer e.sampleMu.Unlock()
 	if !e.answeredSince.Equal(activeSince) {
@@ -262,21 +291,61 @@ func (c *core) pathSilent(p *Path, quiet []*entry, remote netip.AddrPort, why er
 		return
 	}
 	first := p.est.MarkUnresponsive()
-	c.mu.Lock()
+	var lossless []*entry
 	for _, e := range quiet {
+		if e.recoverable() {
+			lossless = append(lossless, e)
+		}
+	}
+	c.mu.Lock()
+	if first && !c.closed {
+		c.measuring.Go(func() { c.reprobe(p.Name, p.est, remote) })
+	}
+	c.mu.Unlock()
+	c.closeSilent(lossless)
+	if log := c.m.debugLogger(context.Background()); log != nil {
+		log.Debug("intents: path unresponsive", "path", p.Name, "peer", remote, "closed", len(lossless), "held", len(quiet)-len(lossless), "probe", why)
+	}
+}
+
+// closeSilent closes es, connections on a path taken for silent, as on a
+// path that went down: their requests fail with a PathDownError (and are
+// sent again or resume elsewhere where they may).
+func (c *core) closeSilent(es []*entry) {
+	if len(es) == 0 {
+		return
+	}
+	c.mu.Lock()
+	for _, e := range es {
 		if !e.removed {
 			e.pathDown.Store(true)
 			c.remove(e)
 		}
 	}
-	if first && !c.closed {
-		c.measuring.Go(func() { c.reprobe(p.Name, p.est, remote) })
-	}
 	c.mu.Unlock()
 	c.serve()
-	if log := c.m.debugLogger(context.Background()); log != nil {
-		log.Debug("intents: path unresponsive", "path", p.Name, "peer", remote, "closed", len(quiet), "probe", why)
+}
+
+// recoverable reports whether closing e loses nothing: it carries no
+// request, or one (on a connection that carries one at a time, or one
+// stream) that is sent again on another path (idempotent, with a body
+// that can be had again, before its response) or whose body resumes
+// there by range.
+func (e *entry) recoverable() bool {
+	n := e.c.inFlight()
+	if cc, ok := e.c.(*clientConn); ok {
+		// Its requests, not the pool's reservations besides, which count
+		// a request twice until its round trip returns (one not sent yet
+		// fails as unprocessed, and is sent again).
+		n = cc.cc.InFlight()
 	}
+	switch n {
+	case 0:
+		return true
+	case 1:
+		return e.replayable.Load() || e.resumable.Load()
+	}
+	return false
 }
 
 // reprobe probes the path named name, marked Unresponsive, with doubling
@@ -428,6 +497,7 @@ func (c *core) openSpare(s dialSlot, timeout time.Duration, dial func(ctx contex
 		return
 	}
 	e := c.addLocked(s, pc, raw, dial)
+	e.spare = true
 	c.changedLocked(e) // idle from the start
 	c.serveLocked()
 	c.mu.Unlock()

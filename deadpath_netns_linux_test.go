@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -34,11 +35,20 @@ import (
 //     there while path 1 was probed, and once path 1 carries packets
 //     again the mark clears (the path is probed) and path 1 is used again;
 //   - slow: no blackhole, a server that answers after a second: the
-//     connection is probed, the probe answered, and nothing is cut.
+//     connection is probed, the probe answered, and nothing is cut;
+//   - stall: a body that cannot resume (no validator) stalls on path 1
+//     for two seconds, as a cellular link does: no delivery, the probe's
+//     answer queued behind the body, then the queue drains. The path is
+//     taken for silent, but the connection is held and the body completes;
+//   - held: the same body into a blackhole: held, then closed once quiet
+//     for the hold (1 s here), failing with a PathDownError;
+//   - twostep: a two-step download's rest into a blackhole: its caller
+//     asks for the rest itself, so it is not held (the hold is a minute
+//     here, the download has ten seconds).
 func TestNetnsDeadPath(t *testing.T) {
 	testbed.SkipIfShort(t, "10 s")
 	testbed.RequireRoot(t)
-	for _, scenario := range []string{"resume", "retry", "slow"} {
+	for _, scenario := range []string{"resume", "retry", "slow", "stall", "held", "twostep"} {
 		t.Run(scenario, func(t *testing.T) {
 			tb := testbed.New(t, testbed.Spec{Servers: 2, Paths: []testbed.PathSpec{
 				testbed.Symmetric(20*time.Millisecond, 20e6), testbed.Symmetric(40*time.Millisecond, 20e6)}})
@@ -46,7 +56,7 @@ func TestNetnsDeadPath(t *testing.T) {
 			require.NoError(t, err)
 			p1 := tb.Paths[0]
 			switch scenario {
-			case "resume":
+			case "resume", "twostep":
 				p1.Down.OnBytes(p1.Down.Stats().Bytes+1_000_000, func() { p1.SetDown(true) })
 			case "retry":
 				// Server 2 sends its answer to path 1 into the blackhole,
@@ -56,6 +66,27 @@ func TestNetnsDeadPath(t *testing.T) {
 					p1.SetDown(fromP1)
 					fmt.Fprint(w, strings.Repeat("x", 100_000))
 				}))
+			case "stall", "held":
+				// No validator, no length: a body that cannot resume.
+				web.Handle(tb.Hosts[1].String(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					_, _ = io.Copy(w, io.LimitReader(testbed.NewObject(stallSize), stallSize))
+				}))
+				at := p1.Down.Stats().Bytes + 1_000_000
+				if scenario == "held" {
+					p1.Down.OnBytes(at, func() { p1.SetDown(true) })
+					break
+				}
+				// Nothing for 2 s, then 24 Mbit/s: the queue (deep, as a
+				// cellular one) delivers what waited.
+				lines := []string{"2000"}
+				for ms := 2001; ms <= 6000; ms++ {
+					lines = append(lines, strconv.Itoa(ms), strconv.Itoa(ms))
+				}
+				gap, err := testbed.ParseTrace("stall", strings.NewReader(strings.Join(lines, "\n")))
+				require.NoError(t, err)
+				stalled := p1.Spec.Down
+				stalled.Trace, stalled.Queue = gap, 4<<20
+				p1.Down.OnBytes(at, func() { p1.Down.Set(stalled) })
 			}
 			testbed.RunTest(t, tb.Client, "TestNetnsDeadPathChild", scenario)
 			var probes, served []string
@@ -84,18 +115,33 @@ func TestNetnsDeadPath(t *testing.T) {
 				assert.Contains(t, probes, "10.71.1.1", "the quiet connection was probed, and the probe answered")
 				assert.Equal(t, []string{"10.71.1.1 1"}, served, "nothing cut, nothing sent again")
 			}
+			if scenario == "stall" {
+				assert.Equal(t, []string{"10.71.1.1 1"}, served, "nothing cut, nothing sent again")
+			}
 		})
 	}
 }
 
+// stallSize is the body of the stall and held cases.
+const stallSize = 4_000_000
+
 func TestNetnsDeadPathChild(t *testing.T) {
 	scenario := testbed.ChildArg(t, "TestNetnsDeadPath")
+	switch scenario {
+	case "held":
+		intents.SetHoldSilent(time.Second)
+	case "twostep":
+		intents.SetHoldSilent(time.Minute)
+	}
 	log := make(intents.DebugLog, 256)
 	m, err := intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}},
 		Logger: slog.New(log)})
 	require.NoError(t, err)
 	defer m.Close()
 	tr := &intents.Transport{Manager: m}
+	if scenario == "twostep" {
+		tr.TwoStep = 8 << 10
+	}
 	defer tr.Close()
 	var mu sync.Mutex
 	var local []string
@@ -155,6 +201,36 @@ func TestNetnsDeadPathChild(t *testing.T) {
 		assert.False(t, m.Path("p1").Estimate().Unresponsive)
 		get("http://10.71.100.1/obj/1000")
 		assert.Equal(t, "10.71.1.1", lastLocal(), "path 1 used again")
+	case "twostep":
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		const size = 4_000_000
+		n, sum := get(fmt.Sprintf("http://10.71.100.1/obj/%d", size))
+		assert.EqualValues(t, size, n)
+		assert.Equal(t, testbed.ObjectSum(size), sum, "byte for byte")
+		assert.Equal(t, "10.71.2.1", lastLocal(), "the rest asked for over path 2")
+	case "stall":
+		n, sum := get("http://10.71.100.2/")
+		assert.EqualValues(t, stallSize, n)
+		assert.Equal(t, testbed.ObjectSum(stallSize), sum, "byte for byte")
+		assert.Equal(t, []string{"10.71.1.1"}, local, "on path 1 throughout")
+		log.Await(t, "intents: path unresponsive") // the stall looked like a blackhole
+	case "held":
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://10.71.100.2/", nil)
+		require.NoError(t, err)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		start := time.Now()
+		n, err := io.Copy(io.Discard, resp.Body)
+		t.Logf("%d bytes, then %v after %v", n, err, time.Since(start).Round(time.Millisecond))
+		require.ErrorIs(t, err, intents.ErrPathDown, "closed once held for the hold")
+		var down *intents.PathDownError
+		require.ErrorAs(t, err, &down)
+		assert.Equal(t, "p1", down.Path)
+		assert.Less(t, n, int64(stallSize))
+		assert.True(t, m.Path("p1").Estimate().Unresponsive, "path 1 marked")
 	case "slow":
 		n, _ := get("http://10.71.100.1/obj/1000?delay=1s")
 		assert.EqualValues(t, 1000, n)

@@ -202,3 +202,25 @@ func TestResumeStalledBound(t *testing.T) {
 		})
 	}
 }
+
+// On a path taken for silent, a connection closes only where that loses
+// nothing: no request, or one request sent again elsewhere or resumed
+// there. One with a request that would fail is held.
+func TestRecoverable(t *testing.T) {
+	for _, c := range []struct {
+		name                  string
+		busy                  bool
+		replayable, resumable bool
+		want                  bool
+	}{
+		{"idle", false, false, false, true},
+		{"a request sent again elsewhere", true, true, false, true},
+		{"a body that resumes", true, false, true, true},
+		{"a body that cannot resume, or a request that may not be sent twice", true, false, false, false},
+	} {
+		e := &entry{c: &fakeConn{busy: c.busy}}
+		e.replayable.Store(c.replayable)
+		e.resumable.Store(c.resumable)
+		assert.Equal(t, c.want, e.recoverable(), c.name)
+	}
+}

@@ -446,6 +446,7 @@ func (c *core) reserve(w *waiter, e *entry, now time.Time) (grant, bool) {
 		e.granted = append(e.granted, w.in)
 	}
 	e.idleSince = time.Time{}
+	e.spare = false
 	c.sampler.setActive(e, true)
 	c.stat(e.path).Reuses++
 	g := grant{e: e, reused: true, wasIdle: wasIdle, size: size}

@@ -53,12 +53,16 @@ type entry struct {
 	idleSince time.Time // zero while in use
 	removed   bool
 	migrating bool // moving to another path: not offered to requests
+	// spare: opened with no request for it (see prepareOthers), and none
+	// granted it since
+	spare bool
 
 	pathDown atomic.Bool // closed because its path went away
 	// stalled: closed because its body stalled while its path answered
 	// (see core.resumeStalled); resumable: the body it carries (HTTP/1)
-	// resumes by range from where it is.
-	stalled, resumable atomic.Bool
+	// resumes by range from where it is; replayable: the request it
+	// carries, still without a response, may be sent again elsewhere.
+	stalled, resumable, replayable atomic.Bool
 
 	// What opened it, for a spare connection on another path when its
 	// own goes quiet (see core.warmSpareLocked); nil dial: none. granted
@@ -666,7 +670,7 @@ func (c *core) close() {
 // connection open, a round trip sooner (two with TLS), its handshakes
 // done while the first path fetched the first response. An unused spare
 // is an idle connection like any other: closed by the idle limits, or to
-// make room at the host's limit. At most one per path each time a
+// make room at the host's limit, where it goes first (see closeIdleOf). At most one per path each time a
 // destination is first contacted: its connections after the first do not
 // warm again.
 //

@@ -94,14 +94,28 @@ func (c *core) idleCount(es []*entry) int {
 // wants a new connection on p, and an idle one elsewhere would hold one of
 // the host's slots: a page whose requests the policy sends over p would
 // load with one parallel connection fewer there (BENCHMARKS.md, "What was
-// found on the way", 3).
+// found on the way", 3). An idle connection that has carried no request
+// yet (a spare the policy has not chosen) goes first, whatever its path
+// holds: closing it throws away only a handshake, which has measured its
+// path's RTT already, and no window. Else a spare on a path too slow or
+// too far for any of a page's objects held one of its six slots for the
+// whole page while the good path, holding five, wanted a sixth (a page
+// of 32 × 100 kB over 50 Mbit/s at 10 ms beside 5 Mbit/s at 200 ms).
 func (c *core) closeIdleOf(key string, es []*entry, p *Path, atLeast int) {
-	var oldest *entry
+	var oldest, unused *entry
 	for _, e := range es {
-		if e.path != p && e.c.inFlight() == 0 && (oldest == nil || e.lastUsed.Before(oldest.lastUsed)) &&
-			(atLeast <= 0 || c.connsOn(key, es, e.path) >= atLeast) {
+		if e.path == p || e.c.inFlight() != 0 {
+			continue
+		}
+		if e.spare && (unused == nil || e.lastUsed.Before(unused.lastUsed)) {
+			unused = e
+		}
+		if (oldest == nil || e.lastUsed.Before(oldest.lastUsed)) && (atLeast <= 0 || c.connsOn(key, es, e.path) >= atLeast) {
 			oldest = e
 		}
+	}
+	if unused != nil {
+		oldest = unused
 	}
 	if oldest != nil {
 		c.remove(oldest)

@@ -430,7 +430,9 @@ func TestChoiceClosesTheLastIdleOfAnotherPath(t *testing.T) {
 // request on its own would otherwise trade connections back and forth as
 // a page's small and large objects alternate, a handshake and a slow
 // start each time. As a last resort, with no other choice to be had, any
-// idle one makes room: else nothing would ever free a slot.
+// idle one makes room: else nothing would ever free a slot. So does one
+// that never carried a request (a spare the policy did not choose): it
+// has no window to lose.
 func TestReplacingEvensThePathsOut(t *testing.T) {
 	a := fakePath("a", "10.9.0.1")
 	b := fakePath("b", "10.9.1.1")
@@ -443,6 +445,7 @@ func TestReplacingEvensThePathsOut(t *testing.T) {
 		{"a holds as many", 2, 1, true, false},
 		{"b holds two more", 1, 2, true, true},
 		{"a holds as many, nothing else to be had", 2, 1, false, true},
+		{"a holds as many, b's idle one never used", 2, 1, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
@@ -454,6 +457,7 @@ func TestReplacingEvensThePathsOut(t *testing.T) {
 				}
 			}))
 			c, idle := poolIdleOnB(m, a, b, tc.onA, tc.onB)
+			idle.spare = strings.Contains(tc.name, "never used")
 			w := queuedWaiter(100_000)
 			c.mu.Lock()
 			g, ok := c.attempt(w, nil)

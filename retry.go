@@ -86,6 +86,12 @@ func rewound(req *http.Request) (*http.Request, bool) {
 	return again, true
 }
 
+// rewindable reports whether rewound can give req again, without taking
+// its body.
+func rewindable(req *http.Request) bool {
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
 // maxUnprocessedRetries bounds how often a request the server never
 // processed is sent again.
 const maxUnprocessedRetries = 6

@@ -46,7 +46,8 @@ import (
 // request sent there finds the connection open, one round trip sooner
 // (two with TLS). An unused spare
 // is an idle connection like the others, closed by the idle limits or to
-// make room at MaxConnsPerHost. A path that gets no spare and that no
+// make room at MaxConnsPerHost, and the first closed where the policy
+// wants a new connection on another path at the host's limit. A path that gets no spare and that no
 // transfer has measured yet is measured with a bare TCP handshake (opened
 // and closed at once, one at a time per path; not through a proxy).
 // While such a handshake is out and a burst of requests goes to an origin
@@ -699,9 +700,13 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 		}
 		t.counters(e.path).requests.Add(1)
 		expect := g.size // counted as pending on e by acquire
-		// Not resumable until a body that resumes by range is on its way.
+		// Not resumable until a body that resumes by range is on its way;
+		// until its response comes, sent again elsewhere if its path goes
+		// silent and it may be (see entry.recoverable).
 		e.resumable.Store(false)
+		e.replayable.Store(attempt == 0 && idempotent(req) && rewindable(req))
 		resp, err := cc.roundTrip(req)
+		e.replayable.Store(false)
 		if t.core.waiting() && cc.available() > 0 {
 			// Its slot now counts in the connection's own streams, and
 			// the connection can take more: no state hook says so.
@@ -797,12 +802,30 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 			// HTTP/2 one may be left with another stream, which would
 			// fail, when this one's body has ended).
 			_, resumes := resp.Body.(*resumingBody)
-			e.resumable.Store(resumes && resp.ProtoMajor == 1)
+			e.resumable.Store((resumes || resumedByCaller(ctx)) && resp.ProtoMajor == 1)
 		} else {
 			e.addPending(-expect)
 		}
 		return resp, nil
 	}
+}
+
+// callerResumesKey marks a request whose caller asks for the rest of the
+// body itself when its path goes down or its connection stalls: a
+// two-step download's rest, an aggregated download's ranges. Its
+// connection then closes on such a path as readily as one whose body
+// resumes here (see entry.recoverable, core.resumeStalled).
+type callerResumesKey struct{}
+
+// callerResumes marks ctx's requests as resumed by their caller.
+func callerResumes(ctx context.Context) context.Context {
+	return context.WithValue(ctx, callerResumesKey{}, true)
+}
+
+// resumedByCaller reports whether callerResumes marked ctx.
+func resumedByCaller(ctx context.Context) bool {
+	v, _ := ctx.Value(callerResumesKey{}).(bool)
+	return v
 }
 
 func closeBody(req *http.Request) {

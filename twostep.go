@@ -76,7 +76,7 @@ func (t *Transport) twoStep(req *http.Request) (*http.Response, error) {
 	rest := byteRange{first: got.last + 1, last: -1, total: got.total, v: v}
 	in, _ := FromContext(ctx)
 	in.SizeToBeReceived = got.total - rest.first
-	resp2, err := t.roundTrip(rest.request(WithIntents(ctx, in), req))
+	resp2, err := t.roundTrip(rest.request(callerResumes(WithIntents(ctx, in)), req))
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -33,8 +34,23 @@ type EAF struct {
 type option struct {
 	choice intents.Choice
 	at     time.Duration
-	mptcp  *intents.Path // the joining subflow's path, for an MPTCP option
+	// rank is what options are ordered by: at, weighed by unseenPremium
+	// on a path whose capacity is a guess (see options).
+	rank  time.Duration
+	mptcp *intents.Path // the joining subflow's path, for an MPTCP option
 }
+
+// unseenPremium weighs the predicted arrival of an option on a path that
+// has shown nothing of its capacity, while another path has: it goes
+// first only where it is predicted sooner by more than a third. Its
+// prediction stands on a lent capacity, which may be many times the
+// path's own; the small gain of a few milliseconds is not worth the risk
+// of a request whose size is itself a guess landing on a slow path
+// (traced: a page's 100 kB object, predicted at the origin's median of
+// 1 kB, took the idle spare connection on a 0.5 Mbit/s path predicted
+// 23 ms against 26 ms for a new one on the 12 Mbit/s path, and held the
+// page 0.3 s until its rest went back).
+const unseenPremium = 1.5
 
 // label names o for a reason; built only for the options a reason shows.
 func (o option) label() string {
@@ -47,16 +63,21 @@ func (o option) label() string {
 	return o.choice.Path.Name + " new"
 }
 
-// Decide orders the options by predicted arrival. A new connection on a
-// path holding fewer connections, whose RTT is measured and that is not
+// Decide orders the options by predicted arrival, an option on a path
+// that has shown nothing of its capacity weighed by unseenPremium while
+// another path has shown its own. A new connection on a path holding
+// fewer connections, whose RTT and capacity are measured and that is not
 // already full while another path has room, goes first if it comes
 // within half again the earliest, a new connection elsewhere (see
-// balanceNew). With
-// requests queued behind this one (Request.Queued), an idle path goes
-// first if it would have this object in before all that load could be
-// done over all paths anyway: arriving earliest on the busy path, it
-// would only push the queue's end further out while the idle path stays
-// unused.
+// balanceNew). With requests queued behind this one (Request.Queued), an
+// idle path goes first if it would have this object in before all that
+// load could be done over all paths anyway: arriving earliest on the
+// busy path, it would only push the queue's end further out while the
+// idle path stays unused (one object at a time while the path's capacity
+// is unseen: see exploring). Options on a path whose handshake has not
+// answered yet come last while a measured path may be as good (see
+// measuredFirst): EAF acts on what it has measured, and on lent values
+// only where what it measured is worse.
 func (e *EAF) Decide(req *intents.Request, d *intents.Decision) {
 	var buf [32]option
 	var mbuf [16]pathModel
@@ -65,6 +86,7 @@ func (e *EAF) Decide(req *intents.Request, d *intents.Decision) {
 	sortByArrival(opts)
 	spread := balanceNew(req, models, opts)
 	opts = e.idleFirst(req, models, opts)
+	measuredFirst(req, models, opts)
 	for _, o := range opts {
 		d.Choices = append(d.Choices, o.choice)
 	}
@@ -103,7 +125,19 @@ const moveMargin = 0.25
 // trip, with the window its transfers grew.
 // A path already carrying its share gets the queued requests' load anyway:
 // moving a transfer there would only trade one for another, and lose the
-// bytes on their way here.
+// bytes on their way here. Unless the response is the page's tail: it
+// would stay here past the time the other paths need for all the queued
+// load, their own backlog and this response together (see othersEnd),
+// so that whatever the queue does, the page waits for this one. It then
+// moves wherever it arrives sooner by the margin, shares or not (traced:
+// 100 kB objects held for seconds on a 0.5 Mbit/s path, a slow path's
+// share of the connections being one, while a 50 Mbit/s path beside it
+// did the rest of the page). Nor onto a path that no transfer has shown
+// anything of its capacity yet, unless this one has shown a capacity
+// below what that one is lent: there its prediction stands on a lent
+// capacity, and a response moves only once (traced: a 100 kB response
+// moved off a 12 Mbit/s path onto a 0.5 Mbit/s one lent 12 Mbit/s, the
+// page 1.4 s where path 1 alone took 0.4).
 func (e *EAF) Move(req *intents.Request, from *intents.Candidate) (*intents.Path, string) {
 	size := float64(req.Intents.SizeToBeReceived)
 	i := slices.Index(req.Paths, from.Path)
@@ -152,17 +186,20 @@ func (e *EAF) Move(req *intents.Request, from *intents.Candidate) (*intents.Path
 	afterMove := append(sbuf[:0], models...)
 	afterMove[i].active = others.active
 	shares, scarce := connShares(afterMove, size, abuf[:0])
+	tail := stay > e.othersEnd(req, models, i, size)
 	best, bestAt, bestReuse := -1, 0.0, (*intents.Candidate)(nil)
 	for j := range models {
 		pm := &models[j]
-		if j == i {
+		if j == i || (pm.unseen && !(here.measured && here.cap < pm.cap)) {
 			continue
 		}
-		if scarce {
+		switch {
+		case tail:
+		case scarce:
 			if pm.active >= float64(shares[j]) {
 				continue
 			}
-		} else if (active > 0 && load(j)/active >= shareCap(pm)/capacity) || (req.Queued > 0 && hasConn(req, req.Paths[j])) {
+		case (active > 0 && load(j)/active >= shareCap(pm)/capacity) || (req.Queued > 0 && hasConn(req, req.Paths[j])):
 			continue
 		}
 		at, reuse := e.setupRTTs(true, req.Dest.TLS)*pm.rtt+pm.shared(size, pm.transfer(size, pm.iw)), (*intents.Candidate)(nil)
@@ -202,6 +239,30 @@ func (e *EAF) Move(req *intents.Request, from *intents.Candidate) (*intents.Path
 		" vs " + from.Path.Name + " #" + strconv.FormatUint(from.ID, 10) + " " + seconds(stay).Round(time.Millisecond).String() +
 		" at " + strconv.FormatFloat(here.cap*8/1e6, 'f', 1, 64) + " Mbit/s" +
 		" (" + strconv.FormatInt(req.Intents.SizeToBeReceived, 10) + " B to come)"
+}
+
+// othersEnd is when the paths other than i would be done with the
+// destination's queued load (Request.Queued), their own backlog and size
+// bytes more, at their summed capacity, after a new connection's set-up
+// on the nearest of them: a response that would stay on path i past that
+// is the page's tail wherever the queue goes (see Move).
+func (e *EAF) othersEnd(req *intents.Request, models []pathModel, i int, size float64) float64 {
+	var capacity, load float64
+	rtt := -1.0
+	for j, pm := range models {
+		if j == i {
+			continue
+		}
+		capacity += pm.cap
+		load += pm.pending
+		if rtt < 0 || pm.rtt < rtt {
+			rtt = pm.rtt
+		}
+	}
+	if capacity <= 0 {
+		return math.Inf(1)
+	}
+	return e.setupRTTs(true, req.Dest.TLS)*rtt + (float64(req.Queued)+load+size)/capacity
 }
 
 // arriving sets the model of the path a response arrives on (here) by the
@@ -350,18 +411,21 @@ func hasConn(req *intents.Request, p *intents.Path) bool {
 // times faster there than a sort calling a comparison function.
 func sortByArrival(opts []option) {
 	if len(opts) > 16 {
-		slices.SortStableFunc(opts, func(a, b option) int { return cmp.Compare(a.at, b.at) })
+		slices.SortStableFunc(opts, func(a, b option) int { return cmp.Compare(a.rank, b.rank) })
 		return
 	}
 	for i := 1; i < len(opts); i++ {
-		for j := i; j > 0 && opts[j].at < opts[j-1].at; j-- {
+		for j := i; j > 0 && opts[j].rank < opts[j-1].rank; j-- {
 			opts[j], opts[j-1] = opts[j-1], opts[j]
 		}
 	}
 }
 
 // options lists every way to carry req with its predicted arrival. Without
-// a size hint the prediction is the path's RTT alone.
+// a size hint the prediction is the path's RTT alone. With one, an option
+// on a path whose capacity is a guess while another path's is not ranks
+// by its arrival weighed by unseenPremium, unless every path that has
+// shown its capacity has shown one below what the guessed one is lent.
 func (e *EAF) options(req *intents.Request, models []pathModel, opts []option) []option {
 	size := float64(req.Intents.SizeToBeReceived)
 	model := func(p *intents.Path) pathModel {
@@ -372,14 +436,24 @@ func (e *EAF) options(req *intents.Request, models []pathModel, opts []option) [
 		}
 		return e.path(p)
 	}
+	isUnseen := func(pm pathModel) bool { return pm.unseen }
+	weigh := size > 0 && slices.ContainsFunc(models, func(pm pathModel) bool { return !pm.unseen }) && !knownSlower(models, isUnseen)
+	ranked := func(o option, pm pathModel) option {
+		o.rank = o.at
+		if weigh && pm.unseen {
+			o.rank = time.Duration(float64(o.at) * unseenPremium)
+		}
+		return o
+	}
 	for i := range req.Candidates {
 		c := &req.Candidates[i]
 		if c.Path == nil {
 			continue
 		}
 		// Without a size hint: its wait and a round trip.
-		at := e.reuse(model(c.Path), c, size)
-		opts = append(opts, option{choice: intents.Choice{Reuse: c}, at: seconds(at)})
+		pm := model(c.Path)
+		at := e.reuse(pm, c, size)
+		opts = append(opts, ranked(option{choice: intents.Choice{Reuse: c}, at: seconds(at)}, pm))
 	}
 	for i, p := range req.Paths {
 		pm := models[i]
@@ -387,7 +461,7 @@ func (e *EAF) options(req *intents.Request, models []pathModel, opts []option) [
 		if size == 0 {
 			at = seconds(pm.rtt) + time.Nanosecond // a free connection there comes first
 		}
-		opts = append(opts, option{choice: intents.Choice{Path: p, Fresh: true}, at: at})
+		opts = append(opts, ranked(option{choice: intents.Choice{Path: p, Fresh: true}, at: at}, pm))
 	}
 	return opts
 }
@@ -456,7 +530,7 @@ func (e *EAF) idleFirst(req *intents.Request, models []pathModel, opts []option)
 		// Waiting for a busy connection adds nothing: a new or a free
 		// connection carries a path's share.
 		busy := o.choice.Reuse != nil && o.choice.Reuse.Available == 0
-		if busy || o.mptcp != nil || !belowShare(pathOf(o)) {
+		if busy || o.mptcp != nil || !belowShare(pathOf(o)) || exploring(req, models, pathOf(o)) {
 			continue
 		}
 		if i == 0 {
@@ -467,6 +541,90 @@ func (e *EAF) idleFirst(req *intents.Request, models []pathModel, opts []option)
 		}
 	}
 	return opts
+}
+
+// measuredFirst moves, in place and keeping their order, the options on
+// paths whose RTT is lent (no handshake there has answered yet) after the
+// others, if some permitted path's RTT is measured and that path may be
+// as good: not where every path with a measured RTT has shown a capacity
+// below what the others are lent, for then the lent values are the
+// better bet (traced: 2 Mbit/s at 20 ms shown by a page's root, beside
+// 50 Mbit/s at 100 ms whose handshake was out when the page's burst
+// came: kept off it, the burst gave the slow path five of the host's six
+// connections). The lent RTT is a
+// guess (UnknownRTT, or the lowest measured), and so is a capacity no
+// transfer has shown: on them a far path looks as near as the measured
+// one, and a request sent there waits the path's real round trips while
+// holding one of the host's connections. The handshake already under way
+// there (a spare connection's, or a bare one: see Transport) tells the
+// RTT within one of it, and the requests still waiting then are placed
+// on it. Traced: a page's 100 kB objects, sent on a lent 100 ms to a
+// 5 Mbit/s path of 200 ms beside a 50 Mbit/s one of 10 ms, came last,
+// 0.92 s where that path alone took 0.60.
+func measuredFirst(req *intents.Request, models []pathModel, opts []option) {
+	guessed := func(o option) bool {
+		p := o.choice.Path
+		if o.choice.Reuse != nil {
+			p = o.choice.Reuse.Path
+		}
+		i := slices.Index(req.Paths, p)
+		return i >= 0 && models[i].rttGuessed
+	}
+	if !slices.ContainsFunc(models, func(pm pathModel) bool { return !pm.rttGuessed }) ||
+		knownSlower(models, func(pm pathModel) bool { return pm.rttGuessed }) {
+		return
+	}
+	// A stable partition: a handful of options, moved by insertion.
+	n := 0 // measured options so far, at the front
+	for i, o := range opts {
+		if guessed(o) {
+			continue
+		}
+		copy(opts[n+1:i+1], opts[n:i])
+		opts[n] = o
+		n++
+	}
+}
+
+// knownSlower reports whether there are paths that guessed says are not
+// a guess and every one of them has shown a capacity below the highest
+// that a guessed one is lent: then the lent values, optimistic as they
+// are, are the better bet (see measuredFirst, options and exploring).
+func knownSlower(models []pathModel, guessed func(pathModel) bool) bool {
+	var lent float64
+	for _, pm := range models {
+		if guessed(pm) {
+			lent = max(lent, pm.cap)
+		}
+	}
+	known := false
+	for _, pm := range models {
+		if !guessed(pm) {
+			if !(pm.measured && pm.cap < lent) {
+				return false
+			}
+			known = true
+		}
+	}
+	return known
+}
+
+// exploring reports whether p is one of req's paths that no transfer has
+// shown anything of its capacity yet, not even a floor, while one is in
+// progress there: that one will show it, and until then the path's
+// arrivals, and the queue's end they are weighed against, stand on lent
+// capacities. idleFirst sends a path so one object at a time (traced: a
+// second 100 kB object sent on a lent 10 Mbit/s to a 0.5 Mbit/s path of
+// 100 ms beside a 50 Mbit/s one, while the first was still on its way
+// there, came last; the page 1.4 s where path 1 alone took 0.9). Not
+// where every path that has shown its capacity has shown one below what
+// the unseen path is lent: the unseen one is then the better bet (a
+// 6 Mbit/s path of 20 ms beside 20 Mbit/s at 200 ms, whose ramp-up one
+// object at a time made the page 8 % slower).
+func exploring(req *intents.Request, models []pathModel, p *intents.Path) bool {
+	i := slices.Index(req.Paths, p)
+	return i >= 0 && models[i].unseen && models[i].pending > 0 &&
+		!knownSlower(models, func(pm pathModel) bool { return pm.unseen })
 }
 
 // balanceMargin is how much later a new connection on a path holding
@@ -496,7 +654,13 @@ const balanceMargin = 0.5
 // time the page's requests come, a root document's round trips later, is
 // far (traced: a page's 38 kB objects spread onto a 200 ms path beside a
 // 20 ms one on a lent 100 ms, the page 0.84 s where path 1 alone took
-// 0.58). Nor is a path that holds the connections that fill it for
+// 0.58). Nor is a path that no transfer has shown anything of its
+// capacity yet, not even a floor: its prediction stands on a lent
+// capacity, and spread onto a 0.5 Mbit/s path of 20 ms on the 12 Mbit/s
+// of the one beside it, a page's burst gave it three connections whose
+// responses, moved away once their pace showed, still filled its queue
+// for a second (traced; the page 1.1 s where path 1 alone took 0.5).
+// Nor is a path that holds the connections that fill it for
 // objects of this size while another path has room (see holdsItsShare).
 func balanceNew(req *intents.Request, models []pathModel, opts []option) *intents.Path {
 	if len(opts) < 2 || opts[0].choice.Path == nil || opts[0].mptcp != nil {
@@ -515,7 +679,7 @@ func balanceNew(req *intents.Request, models []pathModel, opts []option) *intent
 		if o.choice.Path == nil || o.mptcp != nil {
 			continue
 		}
-		if b := slices.Index(req.Paths, o.choice.Path); b >= 0 && models[b].active < models[a].active && !models[b].rttGuessed && !holdsItsShare(req, models, b) {
+		if b := slices.Index(req.Paths, o.choice.Path); b >= 0 && models[b].active < models[a].active && !models[b].rttGuessed && !models[b].unseen && !holdsItsShare(req, models, b) {
 			copy(opts[1:i+1], opts[:i])
 			opts[0] = o
 			return o.choice.Path
@@ -649,7 +813,7 @@ func (e *EAFMPTCP) Decide(req *intents.Request, d *intents.Decision) {
 			}
 			at := e.MPTCP(first, second, size, req.Dest.TLS)
 			if best.at < 0 || at < best.at {
-				best = option{choice: intents.Choice{Path: first, MPTCP: true, Fresh: true}, at: at, mptcp: second}
+				best = option{choice: intents.Choice{Path: first, MPTCP: true, Fresh: true}, at: at, rank: at, mptcp: second}
 			}
 		}
 		if best.at >= 0 && float64(best.at) < float64(opts[0].at)*(1-margin) {

@@ -444,19 +444,29 @@ func TestEAFMoveByHand(t *testing.T) {
 
 	// p2 would have it in 0.2 + (1 + 1) MB / 6.25 MB/s = 0.52 s against
 	// p1's (3 + 1) MB / 1.25 MB/s = 3.2 s, but it has more than its share
-	// (50 of 60 Mbit/s) of the connections already: 25 of 29. It stays.
+	// (50 of 60 Mbit/s) of the connections already: 25 of 29. With 20 MB
+	// queued for the destination, p2 is busy until 0.2 + 22 MB / 6.25 MB/s
+	// = 3.7 s anyway: this response is no tail. It stays.
 	p1.Prior.Pending, p1.Prior.Active = 40e6, 4
 	p2.Prior.Pending, p2.Prior.Active = 1e6, 25
+	req.Queued = 20e6
 	to, why = eaf.Move(req, from)
 	assert.Nil(t, to, why)
 	assert.Contains(t, why, "its share")
 	p2.Prior.Active = 15 // 15 of 19: below its share
 	to, why = eaf.Move(req, from)
 	assert.Equal(t, p2, to, why)
+	// Without the queue, p2 would be done with all it has in 0.52 s, long
+	// before this response here: the page's tail moves, whatever the
+	// shares.
+	p2.Prior.Active, req.Queued = 25, 0
+	to, why = eaf.Move(req, from)
+	assert.Equal(t, p2, to, why)
 
-	// With requests queued behind it, only to a path the destination has
-	// no connection on: the queue takes the others as they free up.
-	req.Queued = 1e6
+	// With requests queued behind it (no tail: 20 MB keep p2 busy past
+	// this response), only to a path the destination has no connection
+	// on: the queue takes the others as they free up.
+	p2.Prior.Active, req.Queued = 15, 20e6
 	req.Candidates = []intents.Candidate{*from, {ID: 8, Path: p2, InFlight: 1, Pending: 1e6}}
 	to, why = eaf.Move(req, from)
 	assert.Nil(t, to, why)
@@ -531,7 +541,7 @@ func TestEAFMovesToAPathShortOfConnections(t *testing.T) {
 	p2 := &intents.Path{Name: "p2", Up: true, Prior: intents.Estimate{RTT: 200 * time.Millisecond, Bandwidth: 20e6, Pending: 100_000, Active: 1}}
 	from := intents.Candidate{ID: 3, Path: p1, InFlight: 1, Pending: 90_000, BytesIn: 10_000, Rate: 333_333}
 	req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 90_000}, Paths: []*intents.Path{p1, p2}, Explain: true,
-		Candidates: []intents.Candidate{from, {ID: 7, Path: p2, InFlight: 1, Pending: 100_000}}, Queued: 2_000_000}
+		Candidates: []intents.Candidate{from, {ID: 7, Path: p2, InFlight: 1, Pending: 100_000}}, Queued: 6_000_000}
 	to, why := (&EAF{}).Move(req, &from)
 	assert.Equal(t, p2, to, why)
 	assert.Contains(t, why, "moves: p2 new")
@@ -542,6 +552,86 @@ func TestEAFMovesToAPathShortOfConnections(t *testing.T) {
 	to, why = (&EAF{}).Move(req, &from)
 	assert.Nil(t, to, why)
 	assert.Contains(t, why, "its share of the connections")
+}
+
+// A response that would stay past the time the other paths take for the
+// page's queue, their backlog and it together is the page's tail: it moves
+// while requests queue, and onto a path that holds its share of the
+// connections. Traced: 100 kB objects on a 0.5 Mbit/s path beside
+// 50 Mbit/s ones (its capacity not shown yet: a floor, lent to the other
+// path as well), each held there for seconds by the queue rule while the
+// other path did the rest of the page.
+func TestEAFMovesThePagesTail(t *testing.T) {
+	slow := intents.Estimate{RTT: 100 * time.Millisecond, Bandwidth: 0.48e6, Pending: 194_664, Active: 2}
+	fast := intents.Estimate{RTT: 51 * time.Millisecond, Bandwidth: 13.7e6, BandwidthFloor: true, Pending: 220_824, Active: 4}
+	move := func(here, there intents.Estimate, queued int64) (*intents.Path, string) {
+		p1 := &intents.Path{Name: "p1", Up: true, Prior: there}
+		p2 := &intents.Path{Name: "p2", Up: true, Prior: here}
+		from := intents.Candidate{ID: 7, Path: p2, InFlight: 1, Pending: 77_288, BytesIn: 22_712, Rate: 240_000}
+		req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 77_288}, Paths: []*intents.Path{p1, p2}, Explain: true,
+			Candidates: []intents.Candidate{from, {ID: 3, Path: p1, InFlight: 1, Pending: 50_000}}, Queued: queued}
+		return (&EAF{}).Move(req, &from)
+	}
+	// Here: 77 kB beside 117 kB at 0.48 Mbit/s, 3.2 s. There: 0.1 s and
+	// (2.3 MB + 0.22 + 0.08) / 1.7 MB/s, 1.6 s.
+	to, why := move(slow, fast, 2_300_000)
+	require.NotNil(t, to, why)
+	assert.Equal(t, "p1", to.Name, why)
+	// A queue of 8 MB keeps p1 busy past this one: the queue takes p1's
+	// connections as they free up, and this one stays.
+	to, why = move(slow, fast, 8_000_000)
+	assert.Nil(t, to, why)
+}
+
+// An option on a path that has shown nothing of its capacity goes first
+// only where it is predicted sooner by more than a third, while another
+// path has shown its own: the traced figures, a 1 kB guess on the idle
+// spare of a 0.5 Mbit/s path lent 12 Mbit/s (23 ms) against a new
+// connection on the 12 Mbit/s path (30 ms). A third sooner, or with the
+// other path shown slower than the lent capacity, it goes first.
+func TestEAFWeighsAnUnseenCapacity(t *testing.T) {
+	choose := func(p1e intents.Estimate, size int64) string {
+		p1 := &intents.Path{Name: "p1", Up: true, Prior: p1e}
+		p2 := &intents.Path{Name: "p2", Up: true, Prior: intents.Estimate{RTT: 22500 * time.Microsecond}}
+		spare := intents.Candidate{ID: 2, Path: p2, Available: 1, Idle: 50 * time.Millisecond}
+		c := eafChoice(t, &EAF{}, size, []*intents.Path{p1, p2}, []intents.Candidate{spare})
+		if c.Reuse != nil {
+			return c.Reuse.Path.Name
+		}
+		return c.Path.Name
+	}
+	seen := intents.Estimate{RTT: 13200 * time.Microsecond, Bandwidth: 12e6, Pending: 11_310, Active: 5}
+	assert.Equal(t, "p1", choose(seen, 1000))
+	far := seen
+	far.RTT = 40 * time.Millisecond
+	assert.Equal(t, "p2", choose(far, 1000), "p1 new predicted 84 ms: p2 sooner by more than a third")
+	slow := seen
+	slow.Bandwidth = 0.5e6
+	assert.Equal(t, "p2", choose(slow, 1000), "p1 shown slower than p2 is lent")
+	unseen := seen
+	unseen.Bandwidth = 0
+	assert.Equal(t, "p2", choose(unseen, 1000), "neither shown: the arrivals alone")
+}
+
+// A response does not move onto a path that has shown nothing of its
+// capacity, lent the one it is on: the move would stand on a guess, and a
+// response moves once. From a path shown slower than what the other is
+// lent, it does. Traced: 44 kB off a 12 Mbit/s path onto a 0.5 Mbit/s one
+// (p2 new predicted 104 ms against 142 ms there), the page 1.4 s where
+// path 1 alone took 0.4.
+func TestEAFMovesNotOntoAnUnseenCapacity(t *testing.T) {
+	move := func(here intents.Estimate) *intents.Path {
+		p1 := &intents.Path{Name: "p1", Up: true, Prior: here}
+		p2 := &intents.Path{Name: "p2", Up: true, Prior: intents.Estimate{RTT: 22500 * time.Microsecond}}
+		from := intents.Candidate{ID: 6, Path: p1, InFlight: 1, Pending: 43_984, BytesIn: 56_016}
+		req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 43_984}, Paths: []*intents.Path{p1, p2},
+			Candidates: []intents.Candidate{from}}
+		to, _ := (&EAF{}).Move(req, &from)
+		return to
+	}
+	assert.Nil(t, move(intents.Estimate{RTT: 12 * time.Millisecond, Bandwidth: 12e6, Pending: 250_000, Active: 5}))
+	assert.NotNil(t, move(intents.Estimate{RTT: 12 * time.Millisecond, Bandwidth: 0.5e6, Pending: 100_000, Active: 2}),
+		"off a path shown slower than the lent 10 Mbit/s")
 }
 
 // At a page's tail a response's last part goes to another path's idle
@@ -643,6 +733,53 @@ func TestEAFSpreadsOnlyOntoAMeasuredRTT(t *testing.T) {
 	assert.Equal(t, "p1", queuedChoice(t, p1, dialing, 38_000, 0), "p2's RTT is lent")
 	measured := intents.Estimate{RTT: 100 * time.Millisecond, Bandwidth: 10e6, Active: 1}
 	assert.Equal(t, "p2", queuedChoice(t, p1, measured, 38_000, 0), "the same, measured, comes close")
+}
+
+// A path whose handshake has not answered yet comes after a measured one,
+// whatever its lent RTT and capacity predict. The traced figures: a
+// 50 Mbit/s path of 10 ms whose capacity no transfer had shown yet, beside
+// a 5 Mbit/s one of 200 ms whose spare connection was still dialing; the
+// page's 100 kB objects went there on the lent 100 ms and 10 Mbit/s, to
+// be idle first (a page's queue), or as the earliest (predicted 498 ms,
+// p1's new one 521 ms), and came last. Measured, p2 would have come first
+// as before, and with neither path measured the lent RTTs decide.
+func TestEAFPlacesOnAMeasuredRTTFirst(t *testing.T) {
+	dialing := intents.Estimate{Active: 1}
+	queued := intents.Estimate{RTT: 10800 * time.Microsecond, Pending: 154_512, Active: 4}
+	assert.Equal(t, "p1", queuedChoice(t, queued, dialing, 100_000, 2_400_000), "idle, but its RTT is lent")
+	busy := intents.Estimate{RTT: 20600 * time.Microsecond, Pending: 500_000, Active: 5}
+	assert.Equal(t, "p1", queuedChoice(t, busy, dialing, 100_000, 0), "the earliest, but on a lent RTT")
+	measured := intents.Estimate{RTT: 100 * time.Millisecond, Active: 1}
+	assert.Equal(t, "p2", queuedChoice(t, queued, measured, 100_000, 2_400_000), "idle, measured")
+	// Its capacity not shown yet, and a transfer under way that will show
+	// it: not idle for a second object.
+	exploring := intents.Estimate{RTT: 100 * time.Millisecond, Pending: 97_312, Active: 1}
+	assert.Equal(t, "p1", queuedChoice(t, queued, exploring, 100_000, 2_400_000), "one object at a time on an unseen capacity")
+	slowShown := queued
+	slowShown.Bandwidth = 6e6
+	assert.Equal(t, "p2", queuedChoice(t, slowShown, exploring, 100_000, 2_400_000), "p1 shown slower than p2 is lent")
+	assert.Equal(t, "p2", queuedChoice(t, busy, measured, 100_000, 0), "the earliest, measured")
+	unknown := intents.Estimate{Pending: 500_000, Active: 5}
+	assert.Equal(t, "p2", queuedChoice(t, unknown, dialing, 100_000, 0), "nothing measured: the lent RTTs decide")
+	// A measured path that has shown itself slower than the unmeasured
+	// one is lent (2 Mbit/s against 10): the lent values decide. Traced:
+	// p2 new predicted 216 ms, p1 new 250.
+	slow := intents.Estimate{RTT: 21200 * time.Microsecond, Bandwidth: 1.93e6, Pending: 40_000, Active: 4}
+	assert.Equal(t, "p2", queuedChoice(t, slow, dialing, 10_000, 0), "the measured path is known slow")
+}
+
+// New connections do not spread onto a path that has shown nothing of its
+// capacity, not even a floor: its prediction stands on a lent one. The
+// traced figures: 12 Mbit/s at 11 ms beside a 0.5 Mbit/s path of 22 ms,
+// lent the 12 Mbit/s (p1 new predicted 48 ms, p2 new 58 ms). A floor
+// shown there, the paths come close and the spread stands.
+func TestEAFSpreadsNotOntoAnUnseenCapacity(t *testing.T) {
+	p1 := intents.Estimate{RTT: 10900 * time.Microsecond, Bandwidth: 12.32e6, Pending: 30_000, Active: 3}
+	unseen := intents.Estimate{RTT: 22500 * time.Microsecond, Pending: 10_000, Active: 1}
+	assert.Equal(t, "p1", queuedChoice(t, p1, unseen, 10_000, 0))
+	floor := unseen
+	floor.Bandwidth, floor.BandwidthFloor = 2e6, true
+	assert.Equal(t, "p2", queuedChoice(t, p1, floor, 10_000, 0), "a floor shown: spread")
 }
 
 // Explained decisions over random loads: idleFirst may put another option

@@ -183,10 +183,10 @@ const InitialWindow = 10 * 1448
 // objects are placed). A quicker one says nothing: the sender's pace, or
 // bytes buffered before the reader came, which only make a burst look
 // faster than the path. Nor does one spread over more than maxBurstRTTs
-// minimum RTTs: a server that sends a small body in pieces (think time,
-// a stream of events) or a caller that stops reading midway spreads it
-// too, and the path would be taken for one of a few kbit/s. Bursts under
-// minBurst are too few packets to time.
+// minimum RTTs at a rate below slowestBurst: a server that sends a small
+// body in pieces (think time, a stream of events) or a caller that stops
+// reading midway spreads it too, and the path would be taken for one of a
+// few kbit/s. Bursts under minBurst are too few packets to time.
 func (p *Path) AddTransfer(bytes, pathBytes int64, d time.Duration) {
 	if d <= 0 {
 		return
@@ -222,9 +222,9 @@ func (p *Path) AddTransfer(bytes, pathBytes int64, d time.Duration) {
 // RTT would allow a window-limited transfer). bytes must be of the first
 // flight only: one that came a round trip later would spread the burst
 // by that round trip. Nor does a flight with a gap of half a minimum RTT
-// or more between its bytes (gap, the longest): a bottleneck spreads a
-// flight evenly, and a lost segment holds the rest back for the round
-// trip its retransmission takes. It counts only until the path's
+// or more between its bytes (gap, the longest), and over twice their
+// mean spacing: a bottleneck spreads a flight evenly, and a lost segment
+// holds the rest back for the round trip its retransmission takes. It counts only until the path's
 // capacity is shown: it is the first sign of a slow path, and after that
 // the transfers' own samples say more: timed on every response, flights
 // on busy paths cost the one-host pages 0.5–1.5 % (BENCHMARKS.md,
@@ -240,15 +240,25 @@ func (p *Path) AddFirstFlight(bytes, pathBytes int64, d, gap time.Duration) {
 	}
 }
 
+// mss is the segment payload AddTransfer and AddFirstFlight assume.
+const mss = 1448
+
 // minBurst is the smallest burst whose spread AddTransfer times: four
 // segments.
-const minBurst = 4 * 1448
+const minBurst = 4 * mss
 
-// maxBurstRTTs bounds the spread of a burst that shows a path's capacity,
-// in minimum RTTs: the slowest path a 10 kB burst tells is then 160 kbit/s
-// at 50 ms, 40 kbit/s at 200 ms; the testbed's slowest spreads a page's
-// root over less than one (2 Mbit/s at 50 ms: 40 ms).
-const maxBurstRTTs = 10
+// maxBurstRTTs and slowestBurst bound the spread of a burst that shows a
+// path's capacity: over at most ten minimum RTTs, or longer only at
+// 250 kbit/s or more. The slowest path a 10 kB burst tells is then
+// 160 kbit/s at 50 ms, 40 kbit/s at 200 ms, and 250 kbit/s on a short
+// round trip: a 0.5 Mbit/s path at 10 ms spreads a page's 10 kB root over
+// 14 of its round trips, and taken for a path of unknown capacity (lent
+// the others', or 10 Mbit/s) it got a page's first objects, 100 kB each
+// at 0.5 Mbit/s, while a 20 Mbit/s path beside it waited.
+const (
+	maxBurstRTTs = 10
+	slowestBurst = 250e3 // bits/s
+)
 
 // burstPace is the fraction of an initial window per minimum RTT below
 // which a burst's rate was the path's, not the sender's (see AddTransfer):
@@ -266,12 +276,19 @@ func (p *Path) addBurst(bytes, pathBytes int64, d, gap time.Duration) {
 		return
 	}
 	minRTT := time.Duration(v)
-	if 2*gap >= minRTT {
+	// A lost segment holds the rest of the flight back for its
+	// retransmission's round trip: a gap of half a minimum RTT or more,
+	// unless the flight's segments came that far apart anyway (a slow
+	// path spreads them so: 23 ms each at 0.5 Mbit/s, more than half of a
+	// 20 ms round trip), where only a gap of twice their mean spacing is.
+	spacing := time.Duration(float64(d) * mss / float64(bytes))
+	if 2*gap >= minRTT && gap > 2*spacing {
 		return
 	}
 	n := max(bytes, pathBytes)
 	atSendersPace := float64(n)/d.Seconds() >= burstPace*InitialWindow/minRTT.Seconds()
-	if atSendersPace || d > maxBurstRTTs*minRTT {
+	trickled := d > maxBurstRTTs*minRTT && float64(n)*8/d.Seconds() < slowestBurst
+	if atSendersPace || trickled {
 		return
 	}
 	p.addDelivery(n, d)

@@ -155,7 +155,8 @@ func TestTransfersBesideEachOtherSampleThePathsRate(t *testing.T) {
 // A burst of less than an initial window shows the path's capacity only
 // where it arrived slower than a sender paces its first window (half of
 // 2.89 windows per RTT): then the path's bottleneck spread it. And not
-// one spread over more than ten minimum RTTs.
+// one spread over more than ten minimum RTTs, unless at 250 kbit/s or
+// more.
 func TestBurstShowsCapacityOnlyWhenSlowerThanTheSendersPace(t *testing.T) {
 	p := New(0, 0)
 	p.AddTransfer(10_000, 0, 40*time.Millisecond)
@@ -184,6 +185,16 @@ func TestBurstShowsCapacityOnlyWhenSlowerThanTheSendersPace(t *testing.T) {
 	r.AddTransfer(10_000, 0, 500*time.Millisecond)
 	assert.True(t, r.Snapshot().CapacityShown, "ten RTTs: still the path's")
 	assert.InDelta(t, 160e3, r.Snapshot().MaxRate, 1)
+
+	// A 0.5 Mbit/s path at 10 ms spreads a 10 kB root over 16 of its
+	// round trips: still the path's, at 250 kbit/s or more.
+	slow := New(0, 0)
+	slow.AddRTT(10 * time.Millisecond)
+	slow.AddTransfer(10_000, 0, 330*time.Millisecond)
+	assert.False(t, slow.Snapshot().CapacityShown, "242 kbit/s over 33 RTTs: trickled")
+	slow.AddTransfer(10_000, 0, 160*time.Millisecond)
+	assert.True(t, slow.Snapshot().CapacityShown, "0.5 Mbit/s over 16 RTTs: the path's")
+	assert.InDelta(t, 500e3, slow.Snapshot().MaxRate, 1)
 
 	// On a 10 ms path the sender paces a window at 16.7 Mbit/s: a burst at
 	// 8 Mbit/s was held back by the path.
@@ -217,4 +228,15 @@ func TestFirstFlightShowsCapacityAsABurstDoes(t *testing.T) {
 	assert.InDelta(t, 2e6, s.MaxRate, 1)
 	p.AddFirstFlight(13_000, 0, 104*time.Millisecond, 6*time.Millisecond)
 	assert.Equal(t, s.Rate, p.Snapshot().Rate, "once the capacity is shown, flights say no more")
+
+	// 0.5 Mbit/s at 20 ms spaces a flight's segments 23 ms apart, more
+	// than half the RTT: the path's, not a loss. A gap of twice the
+	// spacing is a loss.
+	slow := New(0, 0)
+	slow.AddRTT(20 * time.Millisecond)
+	slow.AddFirstFlight(13_000, 0, 254*time.Millisecond, 75*time.Millisecond)
+	assert.False(t, slow.Snapshot().CapacityShown, "a gap of three segments' spacing: a loss")
+	slow.AddFirstFlight(13_000, 0, 208*time.Millisecond, 24*time.Millisecond)
+	assert.True(t, slow.Snapshot().CapacityShown, "evenly spread by a slow path")
+	assert.InDelta(t, 0.5e6, slow.Snapshot().MaxRate, 1)
 }
