@@ -336,7 +336,7 @@ func main() {
 	sample := flag.Int("sample", 0, "run only this many scenarios, picked at random (with -seed)")
 	seed := flag.Uint64("seed", 1, "seed for -sample")
 	out := flag.String("out", "pageload-results", "folder for the CSV files and plots")
-	queue := flag.Float64("queue", 0, "drop-tail queue of each link, in bandwidth-delay products of its path (deeper: fewer losses when six connections slow-start at once); 0: 1, and 4 for grid, paper and papergrid")
+	queue := flag.Float64("queue", 0, "drop-tail queue of each link, in bandwidth-delay products of its path (deeper: fewer losses when six connections slow-start at once); 0: 1, and 4 for grid, paper, papergrid and traces")
 	prune := flag.Bool("prune", false, "leave out a single path where by arithmetic (the page's bytes at its rate, and its round trips) it takes over 3 × the other path's time (default: on for papergrid only)")
 	failoverMode := flag.Bool("failover", false, "instead of page loads, cut path 1 in the middle of a download (link event, blackhole) for each failover mechanism, and measure how soon path 2 carries it on")
 	failoverPath1 := flag.String("failover-path1", "", "with -failover: path 1 as RATE/RTT or RTT/trace:NAME (default 20M/20ms); a trace starts each mechanism's transfer r at the same position")
