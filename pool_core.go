@@ -670,9 +670,9 @@ func (c *core) close() {
 // connection open, a round trip sooner (two with TLS), its handshakes
 // done while the first path fetched the first response. An unused spare
 // is an idle connection like any other: closed by the idle limits, or to
-// make room at the host's limit, where it goes first (see closeIdleOf). At most one per path each time a
-// destination is first contacted: its connections after the first do not
-// warm again.
+// make room at the host's limit, where it goes first (see closeIdleOf). At
+// most one per path each time a destination is first contacted: its
+// connections after the first do not warm again.
 //
 // Every other path that has no RTT yet and gets no spare is measured with
 // a bare handshake (see measureOthers).

@@ -71,10 +71,10 @@ func idempotent(req *http.Request) bool {
 // start: the same request without a body, a clone with GetBody's body, or
 // false when the body cannot be had again.
 func rewound(req *http.Request) (*http.Request, bool) {
-	if req.Body == nil || req.Body == http.NoBody {
+	if !hasBody(req) {
 		return req, true
 	}
-	if req.GetBody == nil {
+	if !rewindable(req) {
 		return nil, false
 	}
 	body, err := req.GetBody()
@@ -88,9 +88,9 @@ func rewound(req *http.Request) (*http.Request, bool) {
 
 // rewindable reports whether rewound can give req again, without taking
 // its body.
-func rewindable(req *http.Request) bool {
-	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-}
+func rewindable(req *http.Request) bool { return !hasBody(req) || req.GetBody != nil }
+
+func hasBody(req *http.Request) bool { return req.Body != nil && req.Body != http.NoBody }
 
 // maxUnprocessedRetries bounds how often a request the server never
 // processed is sent again.

@@ -44,12 +44,12 @@ import (
 // nor with Base's own dialer): its handshake measures the path's RTT, so
 // that a policy knows it before it sends a request that way, and a
 // request sent there finds the connection open, one round trip sooner
-// (two with TLS). An unused spare
-// is an idle connection like the others, closed by the idle limits or to
-// make room at MaxConnsPerHost, and the first closed where the policy
-// wants a new connection on another path at the host's limit. A path that gets no spare and that no
-// transfer has measured yet is measured with a bare TCP handshake (opened
-// and closed at once, one at a time per path; not through a proxy).
+// (two with TLS). An unused spare is an idle connection like the others,
+// closed by the idle limits or to make room at MaxConnsPerHost, and the
+// first closed where the policy wants a new connection on another path
+// at the host's limit. A path that gets no spare and that no transfer has
+// measured yet is measured with a bare TCP handshake (opened and closed
+// at once, one at a time per path; not through a proxy).
 // While such a handshake is out and a burst of requests goes to an origin
 // not heard from yet (a page's other hosts, right after its root
 // document), predicted at a size that stands on fewer than three

@@ -83,7 +83,7 @@ func (e *EAF) Decide(req *intents.Request, d *intents.Decision) {
 	var mbuf [16]pathModel
 	models := e.models(req.Paths, mbuf[:0]) // each path's model once: estimates take a lock to read
 	opts := e.options(req, models, buf[:0])
-	sortByArrival(opts)
+	sortByRank(opts)
 	spread := balanceNew(req, models, opts)
 	opts = e.idleFirst(req, models, opts)
 	measuredFirst(req, models, opts)
@@ -406,10 +406,11 @@ func hasConn(req *intents.Request, p *intents.Path) bool {
 	return false
 }
 
-// sortByArrival sorts opts by predicted arrival, stably. A decision has a
+// sortByRank sorts opts by rank (their predicted arrival, weighed: see
+// options), stably. A decision has a
 // handful of options: an insertion sort that compares in line is several
 // times faster there than a sort calling a comparison function.
-func sortByArrival(opts []option) {
+func sortByRank(opts []option) {
 	if len(opts) > 16 {
 		slices.SortStableFunc(opts, func(a, b option) int { return cmp.Compare(a.rank, b.rank) })
 		return
@@ -436,8 +437,7 @@ func (e *EAF) options(req *intents.Request, models []pathModel, opts []option) [
 		}
 		return e.path(p)
 	}
-	isUnseen := func(pm pathModel) bool { return pm.unseen }
-	weigh := size > 0 && slices.ContainsFunc(models, func(pm pathModel) bool { return !pm.unseen }) && !knownSlower(models, isUnseen)
+	weigh := size > 0 && slices.ContainsFunc(models, seen) && !knownSlower(models, unseen)
 	ranked := func(o option, pm pathModel) option {
 		o.rank = o.at
 		if weigh && pm.unseen {
@@ -570,8 +570,7 @@ func measuredFirst(req *intents.Request, models []pathModel, opts []option) {
 		i := slices.Index(req.Paths, p)
 		return i >= 0 && models[i].rttGuessed
 	}
-	if !slices.ContainsFunc(models, func(pm pathModel) bool { return !pm.rttGuessed }) ||
-		knownSlower(models, func(pm pathModel) bool { return pm.rttGuessed }) {
+	if !slices.ContainsFunc(models, rttMeasured) || knownSlower(models, rttGuessed) {
 		return
 	}
 	// A stable partition: a handful of options, moved by insertion.
@@ -623,9 +622,15 @@ func knownSlower(models []pathModel, guessed func(pathModel) bool) bool {
 // object at a time made the page 8 % slower).
 func exploring(req *intents.Request, models []pathModel, p *intents.Path) bool {
 	i := slices.Index(req.Paths, p)
-	return i >= 0 && models[i].unseen && models[i].pending > 0 &&
-		!knownSlower(models, func(pm pathModel) bool { return pm.unseen })
+	return i >= 0 && models[i].unseen && models[i].pending > 0 && !knownSlower(models, unseen)
 }
+
+// Predicates on a path's model, for knownSlower and slices' searches: its
+// capacity lent or shown, its RTT lent or measured.
+func unseen(pm pathModel) bool      { return pm.unseen }
+func seen(pm pathModel) bool        { return !pm.unseen }
+func rttGuessed(pm pathModel) bool  { return pm.rttGuessed }
+func rttMeasured(pm pathModel) bool { return !pm.rttGuessed }
 
 // balanceMargin is how much later a new connection on a path holding
 // fewer connections may be predicted to arrive than the earliest option, a
@@ -791,7 +796,7 @@ func (e *EAFMPTCP) Decide(req *intents.Request, d *intents.Decision) {
 	var buf [32]option
 	var mbuf [16]pathModel
 	opts := eaf.options(req, eaf.models(req.Paths, mbuf[:0]), buf[:0])
-	sortByArrival(opts)
+	sortByRank(opts)
 	size := req.Intents.SizeToBeReceived
 	if size > 0 && req.Intents.Multipath != intents.MultipathOff && len(req.Paths) > 1 {
 		// The first subflow goes where a single new connection does best.

@@ -129,11 +129,7 @@ func medianRelError(errs []estimateError, path int, mean float64) (float64, int)
 		return 0, 0
 	}
 	slices.Sort(rel)
-	m := rel[len(rel)/2]
-	if len(rel)%2 == 0 {
-		m = (rel[len(rel)/2-1] + rel[len(rel)/2]) / 2
-	}
-	return m, len(rel)
+	return median(rel), len(rel)
 }
 
 // printEstimates writes, for each traced scenario, how far each intents

@@ -208,7 +208,7 @@ func parseScenarios(spec, traces string) ([]scenario, error) {
 		for _, p := range strings.Split(s, "+") {
 			ps, err := parsePath(p, traces)
 			if err != nil {
-				return nil, fmt.Errorf("scenario %q: %w", s, err)
+				return nil, fmt.Errorf("scenario %q: want symmetric, asymmetric, grid, paper, papergrid, traces, or a cell of two paths: %w", s, err)
 			}
 			paths = append(paths, ps)
 		}
@@ -233,7 +233,7 @@ func parsePath(p, traces string) (testbed.PathSpec, error) {
 	r, err1 := strconv.ParseFloat(strings.TrimSuffix(strings.ToUpper(first), "M"), 64)
 	d, err2 := time.ParseDuration(second)
 	if !ok || err1 != nil || err2 != nil || r <= 0 || d <= 0 {
-		return testbed.PathSpec{}, fmt.Errorf("path %q: want symmetric, asymmetric, grid, paper, papergrid, traces, or cells of RATE/RTT or RTT/trace:NAME paths (as 6M/20ms+5M/50ms)", p)
+		return testbed.PathSpec{}, fmt.Errorf("path %q: want RATE/RTT or RTT/trace:NAME (as 6M/20ms or 50ms/trace:Verizon-LTE-short)", p)
 	}
 	return testbed.Symmetric(d, int64(r*1e6)), nil
 }
@@ -586,7 +586,9 @@ func runClient(tb *testbed.Testbed, cfg config, startLoad func(rep int)) ([]reco
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
 	served := make(chan struct{})
-	if cfg.Traced {
+	if !cfg.Traced {
+		close(served)
+	} else {
 		asks, asked, err := os.Pipe()
 		if err != nil {
 			return nil, err
@@ -597,15 +599,11 @@ func runClient(tb *testbed.Testbed, cfg config, startLoad func(rep int)) ([]reco
 			asked.Close()
 			return nil, err
 		}
-		defer asks.Close()
-		defer answers.Close()
 		cmd.ExtraFiles = []*os.File{asked, answered}
-		// The child's copies are its own once it runs: ours close, so
-		// that its exit ends the loop below.
-		defer asked.Close()
-		defer answered.Close()
 		go func() {
 			defer close(served)
+			defer asks.Close()
+			defer answers.Close() // a child still asking then reads EOF
 			sc := bufio.NewScanner(asks)
 			for sc.Scan() {
 				rep, err := strconv.Atoi(sc.Text())
@@ -618,14 +616,16 @@ func runClient(tb *testbed.Testbed, cfg config, startLoad func(rep int)) ([]reco
 				}
 			}
 		}()
-	} else {
-		close(served)
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("client: %w", err)
-	}
+	err = cmd.Start()
+	// The child has its own copies of its ends: ours close, so that its
+	// exit (or a failed start) ends the loop above.
 	for _, f := range cmd.ExtraFiles {
 		f.Close()
+	}
+	if err != nil {
+		<-served
+		return nil, fmt.Errorf("client: %w", err)
 	}
 	err = cmd.Wait()
 	<-served

@@ -266,19 +266,12 @@ func TestFailoverSmoke(t *testing.T) {
 }
 
 func TestPercentile(t *testing.T) {
-	ms := func(v ...int) []time.Duration {
-		var d []time.Duration
-		for _, x := range v {
-			d = append(d, time.Duration(x)*time.Millisecond)
-		}
-		return d
-	}
-	five := ms(10, 20, 30, 40, 50)
+	five := msOf(10, 20, 30, 40, 50)
 	assert.Equal(t, 50*time.Millisecond, percentile(five, 90), "of five loads, the 90th percentile is the worst")
 	assert.Equal(t, 30*time.Millisecond, percentile(five, 50))
-	ten := ms(1, 2, 3, 4, 5, 6, 7, 8, 9, 100)
+	ten := msOf(1, 2, 3, 4, 5, 6, 7, 8, 9, 100)
 	assert.Equal(t, 9*time.Millisecond, percentile(ten, 90), "of ten, the ninth")
-	assert.Equal(t, 7*time.Millisecond, percentile(ms(7), 90))
+	assert.Equal(t, 7*time.Millisecond, percentile(msOf(7), 90))
 }
 
 // The single paths' loads split as a fluid: their transfer times combine
@@ -393,29 +386,15 @@ func TestGoal(t *testing.T) {
 	scens, err := parseScenarios("symmetric,asymmetric", testTraces)
 	require.NoError(t, err)
 	w := pageload.Uniform(2, 1000, 1)
-	ms := func(v ...int) []time.Duration {
-		d := make([]time.Duration, len(v))
-		for i, x := range v {
-			d[i] = time.Duration(x) * time.Millisecond
-		}
-		return d
-	}
 	loads := map[string]map[string][]time.Duration{
 		// Steady loads: EAF a tenth slower than round robin every time.
-		scens[0].Name: {"path1": ms(2000, 2000, 2000), "path2": ms(3000, 3000, 3000), "rr": ms(1000, 1000, 1000),
-			"eaf": ms(1100, 1100, 1100), "eaf-hints": ms(1000, 1010, 1020)},
+		scens[0].Name: {"path1": msOf(2000, 2000, 2000), "path2": msOf(3000, 3000, 3000), "rr": msOf(1000, 1000, 1000),
+			"eaf": msOf(1100, 1100, 1100), "eaf-hints": msOf(1000, 1010, 1020)},
 		// Spread loads: round robin's median the best by chance.
-		scens[1].Name: {"path1": ms(1000, 1400, 1600), "path2": ms(3000, 3000, 3000), "rr": ms(900, 1300, 1700),
-			"eaf": ms(1000, 1350, 1500)},
+		scens[1].Name: {"path1": msOf(1000, 1400, 1600), "path2": msOf(3000, 3000, 3000), "rr": msOf(900, 1300, 1700),
+			"eaf": msOf(1000, 1350, 1500)},
 	}
-	var records []record
-	for scen, m := range loads {
-		for c, d := range m {
-			for i, plt := range d {
-				records = append(records, record{Scenario: scen, Workload: w.Name, Contender: c, Rep: i, PLT: plt})
-			}
-		}
-	}
+	records := recordsOf(loads, w)
 	res := newResults(scens, []pageload.Workload{w}, []string{"path1", "path2", "rr", "eaf", "eaf-hints"}, records)
 
 	assert.Empty(t, res.testGoal("rr"), "a baseline is not tested against itself")
@@ -513,4 +492,26 @@ func TestFailedLoadsCountApart(t *testing.T) {
 	assert.Equal(t, 5, strings.Count(string(bench), "BenchmarkPageLoad/"), "the completed loads only")
 	rows = readCSV(t, filepath.Join(dir, "summary.csv"))
 	assert.Equal(t, "1", rows[2][slices.Index(rows[0], "loads_failed")], "EAF's row")
+}
+
+// msOf is load times in milliseconds.
+func msOf(v ...int) []time.Duration {
+	d := make([]time.Duration, len(v))
+	for i, x := range v {
+		d[i] = time.Duration(x) * time.Millisecond
+	}
+	return d
+}
+
+// recordsOf is the records of loads, by scenario and contender, of page w.
+func recordsOf(loads map[string]map[string][]time.Duration, w pageload.Workload) []record {
+	var records []record
+	for scen, m := range loads {
+		for c, d := range m {
+			for i, plt := range d {
+				records = append(records, record{Scenario: scen, Workload: w.Name, Contender: c, Rep: i, PLT: plt})
+			}
+		}
+	}
+	return records
 }

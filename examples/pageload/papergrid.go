@@ -90,10 +90,7 @@ func leftOut(sc scenario, w pageload.Workload, contenders []string) []string {
 	if !sc.Prune || len(sc.Paths) != 2 {
 		return nil
 	}
-	alone := [2]time.Duration{}
-	for i, p := range sc.Paths {
-		alone[i] = w.LowerBound(p.RTT(), float64(p.Down.MeanRate()))
-	}
+	alone := aloneBounds(sc, w)
 	var out []string
 	for i, key := range baselines {
 		if slices.Contains(contenders, key) && alone[i] > pruneRatio*alone[1-i] {
@@ -101,6 +98,16 @@ func leftOut(sc scenario, w pageload.Workload, contenders []string) []string {
 		}
 	}
 	return out
+}
+
+// aloneBounds is the page's lower bound on each of sc's two paths alone:
+// its bytes at the path's rate, and its round trips.
+func aloneBounds(sc scenario, w pageload.Workload) [2]time.Duration {
+	var alone [2]time.Duration
+	for i, p := range sc.Paths[:2] {
+		alone[i] = w.LowerBound(p.RTT(), float64(p.Down.MeanRate()))
+	}
+	return alone
 }
 
 // The paper's second half: EAF was slower than the

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -80,6 +81,17 @@ func TestLeftOut(t *testing.T) {
 	// 2 Mbit/s at 50 ms: 12.8 s and a few round trips; 20 Mbit/s at
 	// 200 ms: 1.3 s and eight round trips of 200 ms, 2.9 s. Four times.
 	assert.Equal(t, []string{"path1"}, leftOut(scen("2M/50ms+20M/200ms", true), big, all))
+
+	// The tables say which path was left out, and its arithmetic.
+	pruned := scen("0.5M/10ms+20M/50ms", true)
+	alone := aloneBounds(pruned, big)
+	res := newResults([]scenario{pruned}, []pageload.Workload{big}, all, nil)
+	assert.Equal(t, []leftOutPath{{"path1", alone[0], alone[1]}}, res.leftOut[res.cells[0]])
+	var out strings.Builder
+	res.printTables(&out)
+	assert.Contains(t, out.String(), fmt.Sprintf("path 1 (net/http) left out: by arithmetic at least %.2f s, over 3 × the other path's %.2f s",
+		alone[0].Seconds(), alone[1].Seconds()))
+	assert.Greater(t, alone[0], 3*alone[1])
 }
 
 // The paper's rule: a cell is clearly slower than the better single path
@@ -90,31 +102,17 @@ func TestPaperRule(t *testing.T) {
 	scens, err := parseScenarios("6M/20ms+5M/50ms,20M/10ms+5M/50ms,2M/50ms+20M/200ms,symmetric", testTraces)
 	require.NoError(t, err)
 	w := pageload.Uniform(2, 1000, 1)
-	ms := func(v ...int) []time.Duration {
-		d := make([]time.Duration, len(v))
-		for i, x := range v {
-			d[i] = time.Duration(x) * time.Millisecond
-		}
-		return d
-	}
 	loads := map[string]map[string][]time.Duration{
 		// Clearly slower: 1.1 × and every load over path 1's median.
-		scens[0].Name: {"path1": ms(1000, 1000, 1000), "path2": ms(2000, 2000, 2000), "eaf": ms(1050, 1100, 1200)},
+		scens[0].Name: {"path1": msOf(1000, 1000, 1000), "path2": msOf(2000, 2000, 2000), "eaf": msOf(1050, 1100, 1200)},
 		// Slower by the median, but one load as fast as the better path.
-		scens[1].Name: {"path1": ms(1000, 1000, 1000), "path2": ms(1500, 1500, 1500), "eaf": ms(990, 1100, 1200)},
+		scens[1].Name: {"path1": msOf(1000, 1000, 1000), "path2": msOf(1500, 1500, 1500), "eaf": msOf(990, 1100, 1200)},
 		// Path 1 left out: path 2 is the better path; over 1.3 ×.
-		scens[2].Name: {"path2": ms(1000, 1000, 1000), "eaf": ms(1400, 1400, 1400)},
+		scens[2].Name: {"path2": msOf(1000, 1000, 1000), "eaf": msOf(1400, 1400, 1400)},
 		// Faster.
-		scens[3].Name: {"path1": ms(1000, 1000, 1000), "path2": ms(1000, 1000, 1000), "eaf": ms(600, 700, 800)},
+		scens[3].Name: {"path1": msOf(1000, 1000, 1000), "path2": msOf(1000, 1000, 1000), "eaf": msOf(600, 700, 800)},
 	}
-	var records []record
-	for scen, m := range loads {
-		for c, d := range m {
-			for i, plt := range d {
-				records = append(records, record{Scenario: scen, Workload: w.Name, Contender: c, Rep: i, PLT: plt})
-			}
-		}
-	}
+	records := recordsOf(loads, w)
 	res := newResults(scens, []pageload.Workload{w}, []string{"path1", "path2", "eaf"}, records)
 	assert.Empty(t, res.testPaper("path1").cells, "a single path is not tested against itself")
 	tally := res.testPaper("eaf")

@@ -99,10 +99,8 @@ func newResults(scens []scenario, workloads []pageload.Workload, contenders []st
 			}
 			r.bytes[w.Name] = w.Bytes()
 			for _, c := range leftOut(sc, w, contenders) {
-				i := slices.Index(baselines, c)
-				r.leftOut[k] = append(r.leftOut[k], leftOutPath{contender: c,
-					alone:  w.LowerBound(sc.Paths[i].RTT(), float64(sc.Paths[i].Down.MeanRate())),
-					others: w.LowerBound(sc.Paths[1-i].RTT(), float64(sc.Paths[1-i].Down.MeanRate()))})
+				i, alone := slices.Index(baselines, c), aloneBounds(sc, w)
+				r.leftOut[k] = append(r.leftOut[k], leftOutPath{contender: c, alone: alone[i], others: alone[1-i]})
 			}
 		}
 	}
@@ -189,8 +187,9 @@ func fluidSplit(alone, rtts []time.Duration) time.Duration {
 	return slices.Min(rtts) + time.Duration(float64(time.Second)/inverse)
 }
 
-// median of sorted durations (the mean of the middle two for an even count).
-func median(d []time.Duration) time.Duration {
+// median of sorted durations or numbers (the mean of the middle two for
+// an even count).
+func median[T time.Duration | float64](d []T) T {
 	if len(d)%2 == 1 {
 		return d[len(d)/2]
 	}

@@ -224,8 +224,8 @@ func (p *Path) AddTransfer(bytes, pathBytes int64, d time.Duration) {
 // by that round trip. Nor does a flight with a gap of half a minimum RTT
 // or more between its bytes (gap, the longest), and over twice their
 // mean spacing: a bottleneck spreads a flight evenly, and a lost segment
-// holds the rest back for the round trip its retransmission takes. It counts only until the path's
-// capacity is shown: it is the first sign of a slow path, and after that
+// holds the rest back for the round trip its retransmission takes. It
+// counts only until the path's capacity is shown: it is the first sign of a slow path, and after that
 // the transfers' own samples say more: timed on every response, flights
 // on busy paths cost the one-host pages 0.5–1.5 % (BENCHMARKS.md,
 // "Thirty-first session").

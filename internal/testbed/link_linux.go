@@ -94,10 +94,12 @@ type Direction struct {
 	busyUntil int64 // ns on CLOCK_MONOTONIC; reader goroutine only
 
 	// A traced direction's state, the reader goroutine's only: the
-	// setting the cursor follows, and the queued packets' departures.
+	// setting the cursor follows, the queued packets' departures (in
+	// order) and their bytes.
 	traced   *setting
 	cursor   traceCursor
 	departed []departure
+	backlog  int
 
 	wg sync.WaitGroup
 }
@@ -158,13 +160,6 @@ func (d *Direction) change(f func(*LinkParams)) {
 	s := *d.params.Load()
 	f(&s.LinkParams)
 	d.params.Store(&s)
-}
-
-// TracePosition is where a traced direction is in its trace now (beyond
-// its Period once it has wrapped).
-func (d *Direction) TracePosition() time.Duration {
-	s := d.params.Load()
-	return s.TraceStart + time.Duration(monotonic()-s.epoch)
 }
 
 // Stats returns a snapshot of the counters.
@@ -258,20 +253,14 @@ func (d *Direction) admitTraced(p *setting, n int, now int64) (int64, bool) {
 	if q := d.traced; q == nil || q.Trace != p.Trace || q.TraceStart != p.TraceStart || q.epoch != p.epoch {
 		d.cursor = traceCursor{t: p.Trace}
 		d.cursor.seek(p.TraceStart.Milliseconds())
-		d.departed = d.departed[:0]
+		d.departed, d.backlog = d.departed[:0], 0
 	}
 	d.traced = p
-	backlog := 0
-	gone := 0
-	for _, q := range d.departed {
-		if q.at <= now {
-			gone++
-			continue
-		}
-		backlog += q.n
+	for len(d.departed) > 0 && d.departed[0].at <= now {
+		d.backlog -= d.departed[0].n
+		d.departed = d.departed[1:]
 	}
-	d.departed = append(d.departed[:0], d.departed[gone:]...)
-	if backlog+n > d.queueLimit(p) {
+	if d.backlog+n > d.queueLimit(p) {
 		d.mu.Lock()
 		d.stats.Drops++
 		d.mu.Unlock()
@@ -283,6 +272,7 @@ func (d *Direction) admitTraced(p *setting, n int, now int64) (int64, bool) {
 	ms := (pos + int64(time.Millisecond) - 1) / int64(time.Millisecond)
 	leave := p.epoch + d.cursor.send(n, ms)*int64(time.Millisecond) - p.TraceStart.Nanoseconds()
 	d.departed = append(d.departed, departure{leave, n})
+	d.backlog += n
 	return leave + p.Delay.Nanoseconds(), true
 }
 
