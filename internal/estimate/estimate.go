@@ -171,7 +171,10 @@ const InitialWindow = 10 * 1448
 // first of which came with the first byte; a transfer that took more than
 // twice the remaining rounds at the minimum RTT was held back by the path.
 // A quicker one was held back by the sender's window (small objects, long
-// RTTs), so its rate only bounds the capacity from below.
+// RTTs), so its rate only bounds the capacity from below. Its rate is
+// timed over one minimum RTT at least: bytes that arrive quicker were
+// held in a queue before (see below), and tell nothing of the rate the
+// path sustains.
 //
 // A transfer of one initial window or less arrives in one burst, at the
 // pace of the sender or of the path, whichever is slower: a sender
@@ -199,11 +202,17 @@ func (p *Path) AddTransfer(bytes, pathBytes int64, d time.Duration) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.addDelivery(max(bytes, pathBytes), d)
 	minRTT, ok := p.minRTT.get()
 	if !ok {
+		p.addDelivery(max(bytes, pathBytes), d)
 		return
 	}
+	// Over less than a round trip, what arrives was held before it: a
+	// queue released after a radio link's stall delivers a transfer at
+	// many times the link's rate (traced: 100 kB in 12 ms on a cellular
+	// path offering 15 Mbit/s, held for 30 s as its capacity). The sender
+	// cannot have sent it quicker than one round trip's window.
+	p.addDelivery(max(bytes, pathBytes), max(d, time.Duration(minRTT)))
 	rounds := math.Ceil(math.Log2(float64(bytes)/InitialWindow+1)) - 1
 	if d.Seconds() > 2*rounds*time.Duration(minRTT).Seconds() {
 		p.shown = true
@@ -225,10 +234,10 @@ func (p *Path) AddTransfer(bytes, pathBytes int64, d time.Duration) {
 // or more between its bytes (gap, the longest), and over twice their
 // mean spacing: a bottleneck spreads a flight evenly, and a lost segment
 // holds the rest back for the round trip its retransmission takes. It
-// counts only until the path's capacity is shown: it is the first sign of a slow path, and after that
-// the transfers' own samples say more: timed on every response, flights
-// on busy paths cost the one-host pages 0.5–1.5 % (BENCHMARKS.md,
-// "Thirty-first session").
+// counts only until the path's capacity is shown: it is the first sign
+// of a slow path, and after that the transfers' own samples say more:
+// timed on every response, flights on busy paths cost the one-host pages
+// 0.5–1.5 %.
 func (p *Path) AddFirstFlight(bytes, pathBytes int64, d, gap time.Duration) {
 	if d <= 0 || bytes > InitialWindow {
 		return

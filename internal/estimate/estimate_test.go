@@ -140,6 +140,21 @@ func TestTransferShowsCapacityOnlyWhenThePathHeldItBack(t *testing.T) {
 	assert.True(t, New(0, 5e6).Snapshot().CapacityShown, "a configured capacity counts as known")
 }
 
+// A transfer that arrives in less than a round trip was queued before it
+// (a cellular link's stall released at once): its rate is timed over one
+// minimum RTT, not the burst's few milliseconds.
+func TestTransferQuickerThanARoundTripIsTimedOverOne(t *testing.T) {
+	p := New(0, 0)
+	p.AddRTT(50 * time.Millisecond)
+	p.AddTransfer(100_000, 0, 12*time.Millisecond)
+	assert.InDelta(t, 16e6, p.Snapshot().MaxRate, 1, "100 kB over 50 ms, not over 12")
+	p.AddTransfer(100_000, 0, 80*time.Millisecond)
+	assert.InDelta(t, 16e6, p.Snapshot().MaxRate, 1, "a slower one beside it changes nothing")
+	q := New(0, 0)
+	q.AddTransfer(100_000, 0, 12*time.Millisecond)
+	assert.InDelta(t, 100_000*8/0.012, q.Snapshot().MaxRate, 1, "without an RTT there is nothing to time it over")
+}
+
 func TestTransfersBesideEachOtherSampleThePathsRate(t *testing.T) {
 	p := New(0, 0)
 	start := p.Delivered(0)
