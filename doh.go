@@ -55,6 +55,9 @@ func parseHTTPSServer(s string) (HTTPSServer, error) {
 		}
 		ap = netip.AddrPortFrom(a.WithZone(""), port)
 	}
+	if ap.Port() == 0 {
+		return HTTPSServer{}, fmt.Errorf("bad DNS-over-HTTPS server %q: port 0", s)
+	}
 	return HTTPSServer{URL: raw, Addr: ap}, nil
 }
 

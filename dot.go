@@ -40,6 +40,12 @@ func parseTLSServer(s string) (TLSServer, error) {
 		}
 		ap = netip.AddrPortFrom(a.WithZone(""), 853)
 	}
+	if ap.Port() == 0 {
+		return TLSServer{}, fmt.Errorf("bad DNS-over-TLS server %q: port 0", s)
+	}
+	if name != "" && !isDomainName(name) {
+		return TLSServer{}, fmt.Errorf("bad DNS-over-TLS server %q: %q is no name a certificate can show", s, name)
+	}
 	return TLSServer{Addr: ap, Name: name}, nil
 }
 

@@ -97,6 +97,9 @@ func (e Estimate) FreeBandwidth() int64 {
 // Estimate returns what is known about the path now: measurements of the
 // connections this library made on it, the prior where there are none.
 func (p *Path) Estimate() Estimate {
+	if p == nil {
+		return Estimate{}
+	}
 	if p.est == nil {
 		return p.Prior
 	}
@@ -108,6 +111,9 @@ func (p *Path) Estimate() Estimate {
 // Addr returns the path's first address of the family of remote (IPv4 or
 // IPv6), and whether there is one.
 func (p *Path) Addr(remote netip.Addr) (netip.Addr, bool) {
+	if p == nil {
+		return netip.Addr{}, false
+	}
 	for _, a := range p.Addrs {
 		if a.Is4() == remote.Unmap().Is4() {
 			return a, true
@@ -116,8 +122,13 @@ func (p *Path) Addr(remote netip.Addr) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// String returns the interface name.
-func (p *Path) String() string { return p.Name }
+// String returns the interface name ("<nil>" for a nil Path).
+func (p *Path) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return p.Name
+}
 
 // PathConfig names a path explicitly. Zero fields are discovered.
 type PathConfig struct {
@@ -157,7 +168,8 @@ type PathConfig struct {
 // Config configures a Manager.
 type Config struct {
 	// Paths, when non-empty, lists the only interfaces to use, in this
-	// order. When empty, every interface with a usable address is a path.
+	// order, each at most once. When empty, every interface with a usable
+	// address is a path.
 	Paths []PathConfig
 	// Policy chooses paths; nil leaves routing to the operating system
 	// unless intents constrain the paths (see Dialer).
@@ -292,10 +304,17 @@ func CloseDefaultManager() error {
 // NewManager discovers the paths described by cfg and, unless cfg.NoWatch,
 // watches interface changes until Close.
 func NewManager(cfg Config) (*Manager, error) {
+	seen := map[string]bool{}
 	for _, pc := range cfg.Paths {
 		if pc.Interface == "" {
 			return nil, errors.New("intents: PathConfig without Interface")
 		}
+		if seen[pc.Interface] {
+			// Paths are told apart by name (their DNS caches, estimates,
+			// statistics): one would answer for the other.
+			return nil, fmt.Errorf("intents: path %s configured twice", pc.Interface)
+		}
+		seen[pc.Interface] = true
 		for _, s := range pc.DNS {
 			if _, err := parseServer(s); err != nil {
 				return nil, fmt.Errorf("intents: path %s: %w", pc.Interface, err)
@@ -621,6 +640,9 @@ func trimDots(domains []string) []string {
 // parseServer reads "ADDR" or "ADDR:PORT" / "[ADDR]:PORT".
 func parseServer(s string) (netip.AddrPort, error) {
 	if ap, err := netip.ParseAddrPort(s); err == nil {
+		if ap.Port() == 0 {
+			return netip.AddrPort{}, fmt.Errorf("bad DNS server %q: port 0", s)
+		}
 		return ap, nil
 	}
 	a, err := netip.ParseAddr(s)

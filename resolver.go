@@ -264,8 +264,13 @@ func ipNetwork(network string) string {
 // through p, A and AAAA in parallel (only the families p has addresses of and
 // network allows), following p's search domains and ndots. Addresses are
 // returned IPv6 first, interleaved with IPv4 (RFC 8305), when both exist.
-// Errors are *net.DNSError.
+// Errors are *net.DNSError: a name no host can have (as Go's resolver
+// judges it: a space, a parenthesis, a non-ASCII byte) is not found at
+// once, without asking a server, and a nil p is an error.
 func (r *Resolver) LookupPath(ctx context.Context, p *Path, network, host string) ([]netip.Addr, error) {
+	if p == nil {
+		return nil, &net.DNSError{Err: errNilPath.Error(), Name: host}
+	}
 	r.init()
 	fam := networkFamily(network)
 	want4 := fam != 6 && hasFamily(p, 4)
@@ -286,6 +291,12 @@ func (r *Resolver) LookupPath(ctx context.Context, p *Path, network, host string
 	}
 	if !want4 && !want6 {
 		return nil, &net.DNSError{Err: "path " + p.Name + " has no address of the requested family", Name: host, IsNotFound: true}
+	}
+	if !isDomainName(host) {
+		// As Go's resolver: no server is asked for a name no host can
+		// have (a DNS answer names it escaped, a\ b., and would not
+		// match the question as sent).
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 	}
 	if len(p.DNS) == 0 {
 		return nil, &net.DNSError{Err: "path " + p.Name + " has no DNS servers", Name: host}
@@ -678,4 +689,51 @@ func readHosts(path string) map[string][]netip.Addr {
 		}
 	}
 	return names
+}
+
+// errNilPath is what a function given a nil *Path says: Manager.Path
+// returns nil for an interface the Manager does not know.
+var errNilPath = errors.New("intents: no path (a nil *Path: Manager.Path returns nil for an interface it does not know)")
+
+// isDomainName reports whether s is a name a host can have, by the rule
+// of Go's own resolver (RFC 1035 and 3696, underscores allowed):
+// letters, digits, hyphens and underscores in labels of 1 to 63 bytes,
+// no label starting or ending with a hyphen, at most 253 bytes (254 with
+// the final dot), and not all digits.
+func isDomainName(s string) bool {
+	if s == "." {
+		return true
+	}
+	l := len(s)
+	if l == 0 || l > 254 || l == 254 && s[l-1] != '.' {
+		return false
+	}
+	last := byte('.')
+	nonNumeric := false
+	partlen := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_':
+			nonNumeric = true
+			partlen++
+		case '0' <= c && c <= '9':
+			partlen++
+		case c == '-':
+			if last == '.' {
+				return false
+			}
+			partlen++
+			nonNumeric = true
+		case c == '.':
+			if last == '.' || last == '-' || partlen > 63 || partlen == 0 {
+				return false
+			}
+			partlen = 0
+		default:
+			return false
+		}
+		last = c
+	}
+	return last != '-' && partlen <= 63 && nonNumeric
 }

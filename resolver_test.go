@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -326,4 +327,66 @@ func loopbackName(t *testing.T) string {
 	}
 	t.Skip("no loopback interface")
 	return ""
+}
+
+// A name no host can have is answered at once, as Go's resolver does,
+// without asking a server: an answer would name it escaped (a\ b.test.)
+// and never match the question as sent, so the lookup would wait out its
+// timeout although the server answered.
+func TestLookupPathRejectsNamesNoHostCanHave(t *testing.T) {
+	srv := startFakeDNS(t, func(q *dns.Msg) []byte {
+		return pack(reply(q, q.Question[0].Name+" 60 IN A 192.0.2.1"))
+	}, nil)
+	r := testResolver(nil)
+	p := loPath(srv)
+	addrs, err := r.LookupPath(context.Background(), p, "tcp", "plain.test")
+	require.NoError(t, err)
+	assert.Equal(t, []netip.Addr{netip.MustParseAddr("192.0.2.1")}, addrs)
+	asked := srv.queries.Load()
+	for _, name := range []string{"a b.test", "a(b).test", "café.test", "a\x00b.test", "-a.test", strings.Repeat("a", 64) + ".test"} {
+		_, err := r.LookupPath(context.Background(), p, "tcp", name)
+		var dnsErr *net.DNSError
+		if assert.ErrorAs(t, err, &dnsErr, "%q", name) {
+			assert.True(t, dnsErr.IsNotFound, "%q: %v", name, err)
+		}
+	}
+	assert.Equal(t, asked, srv.queries.Load(), "no server asked")
+}
+
+// A nil *Path (Manager.Path of an unknown interface) is an error, not a
+// panic, wherever one is taken.
+func TestNilPath(t *testing.T) {
+	_, err := testResolver(nil).LookupPath(context.Background(), nil, "tcp", "x.test")
+	assert.ErrorContains(t, err, "nil *Path")
+	var p *Path
+	assert.Equal(t, "<nil>", p.String())
+	assert.Equal(t, Estimate{}, p.Estimate())
+	_, ok := p.Addr(netip.MustParseAddr("192.0.2.1"))
+	assert.False(t, ok)
+}
+
+// NewManager rejects a configuration that can never work, naming what is
+// wrong: two paths of one name (one would answer from the other's DNS
+// cache), and servers at port 0 or with a name no certificate can show.
+func TestNewManagerRejectsBadPathConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pc   []PathConfig
+		want string
+	}{
+		{"two paths of one name", []PathConfig{{Interface: "lo", DNS: []string{"127.0.0.1"}}, {Interface: "lo", DNS: []string{"127.0.0.2"}}}, "path lo configured twice"},
+		{"DNS at port 0", []PathConfig{{Interface: "lo", DNS: []string{"127.0.0.1:0"}}}, "port 0"},
+		{"DoT at port 0", []PathConfig{{Interface: "lo", DNSOverTLS: []string{"127.0.0.1:0#dot.test"}}}, "port 0"},
+		{"DoH at port 0", []PathConfig{{Interface: "lo", DNSOverHTTPS: []string{"https://dns.example/dns-query#127.0.0.1:0"}}}, "port 0"},
+		{"DoT name with a space", []PathConfig{{Interface: "lo", DNSOverTLS: []string{"127.0.0.1#a b"}}}, "no name a certificate can show"},
+		{"DoT name with a NUL", []PathConfig{{Interface: "lo", DNSOverTLS: []string{"127.0.0.1#a\x00b"}}}, "no name a certificate can show"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := NewManager(Config{Paths: tc.pc, NoWatch: true})
+			if m != nil {
+				m.Close()
+			}
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
 }
