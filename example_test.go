@@ -1,6 +1,7 @@
 package intents_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,10 +10,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/sockintents/intents"
+	"github.com/sockintents/intents/mptcp"
 	"github.com/sockintents/intents/policy"
 )
 
@@ -191,20 +194,31 @@ func ExampleManager_Paths() {
 	// Output: loopback true 127.0.0.1
 }
 
-// A Transport is a drop-in http.RoundTripper: each request's intents pick
-// the path and the connection (reused or new) that carry it.
+// A Transport with a Manager and a policy is a drop-in
+// http.RoundTripper that chooses, for each request, the path and the
+// connection (reused or new) that carry it, from the intents in the
+// request's context. Here the server is this host, so every request goes
+// over loopback.
 func ExampleTransport() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "hello")
 	}))
 	defer srv.Close()
 
-	tr := &intents.Transport{TwoStep: 8 << 10} // add Manager: m for path selection
-	defer tr.CloseIdleConnections()
+	m, err := intents.NewManager(intents.Config{Policy: &policy.EAF{}, NoWatch: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	tr := &intents.Transport{Manager: m}
+	defer tr.Close()
 	client := &http.Client{Transport: tr}
 	for range 2 {
 		ctx := intents.WithIntents(context.Background(), intents.Intents{Category: intents.CategoryQuery})
-		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+		req, err := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
 		resp, err := client.Do(req)
 		if err != nil {
 			log.Fatal(err)
@@ -213,12 +227,130 @@ func ExampleTransport() {
 		resp.Body.Close()
 		fmt.Println(resp.StatusCode, string(body))
 	}
-	st := tr.Stats()[""] // "": connections the OS routed
-	fmt.Println("dials", st.Dials, "reuses", st.Reuses)
+	var dials, reuses int64
+	for _, st := range tr.Stats() { // by path name
+		dials += st.Dials
+		reuses += st.Reuses
+	}
+	fmt.Println("dials", dials, "reuses", reuses)
 	// Output:
 	// 200 hello
 	// 200 hello
 	// dials 1 reuses 1
+}
+
+// A Policy is one method: it sees the request's intents, the permitted
+// paths (preferences already applied) and the pooled connections, and
+// lists its choices, best first. This one reuses a free connection, else
+// opens one on the permitted path with the lowest RTT estimate. A
+// Manager given it decides every dial and request with it (here it is
+// asked directly, about two paths it is told of).
+func ExamplePolicy() {
+	lowestRTT := intents.PolicyFunc(func(req *intents.Request, d *intents.Decision) {
+		for i := range req.Candidates {
+			if req.Candidates[i].Available > 0 {
+				d.Choices = append(d.Choices, intents.Choice{Reuse: &req.Candidates[i]})
+			}
+		}
+		paths := slices.Clone(req.Paths)
+		slices.SortStableFunc(paths, func(a, b *intents.Path) int {
+			return cmp.Compare(a.Estimate().RTT, b.Estimate().RTT)
+		})
+		for _, p := range paths {
+			d.Choices = append(d.Choices, intents.Choice{Path: p})
+		}
+		d.Reason = "lowest RTT"
+	})
+
+	m, err := intents.NewManager(intents.Config{Policy: lowestRTT, NoWatch: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+
+	wifi := &intents.Path{Name: "wlan0", Type: intents.TypeWifi, Up: true, Prior: intents.Estimate{RTT: 30 * time.Millisecond}}
+	lte := &intents.Path{Name: "wwan0", Type: intents.TypeCellular, Up: true, Prior: intents.Estimate{RTT: 60 * time.Millisecond}}
+	var d intents.Decision
+	lowestRTT.Decide(&intents.Request{Paths: []*intents.Path{lte, wifi}}, &d)
+	fmt.Println(d.Choices[0].Path, d.Choices[1].Path, d.Reason)
+	// Output: wlan0 wwan0 lowest RTT
+}
+
+// Config.Paths names the interfaces to use, in order, with what discovery
+// cannot know: the type of an interface with an unusual name, cost
+// labels, each path's DNS servers, and priors for its RTT and capacity
+// until the path is measured. (The interfaces here are examples: name
+// yours.)
+func ExampleConfig_paths() {
+	metered := true
+	m, err := intents.NewManager(intents.Config{
+		Paths: []intents.PathConfig{
+			{Interface: "wlan0", Type: intents.TypeWifi, DNS: []string{"192.168.1.1"}},
+			{Interface: "wwan0", Type: intents.TypeCellular, Expensive: &metered,
+				RTT: 60 * time.Millisecond, Bandwidth: 20e6},
+		},
+		Policy: &policy.EAF{},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	for _, p := range m.Paths() {
+		fmt.Println(p.Name, p.Type, p.Up, p.Expensive, p.DNS)
+	}
+}
+
+// Each path can resolve names over encrypted DNS of its own: DNS over TLS
+// (RFC 7858) or over HTTPS (RFC 8484), through that path, with the
+// plaintext servers never asked unless DNSPlaintextFallback. "#NAME"
+// after a DoT server is the name its certificate must show; "#ADDR" after
+// a DoH URL is where to connect, so reaching the resolver needs no lookup.
+func ExamplePathConfig_encryptedDNS() {
+	m, err := intents.NewManager(intents.Config{
+		Paths: []intents.PathConfig{
+			{Interface: "wlan0", DNSOverTLS: []string{"1.1.1.1#cloudflare-dns.com"}},
+			{Interface: "wwan0", DNSOverHTTPS: []string{"https://dns.google/dns-query#8.8.8.8"}},
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	for _, p := range m.Paths() {
+		addrs, err := m.Resolver().LookupPath(ctx, p, "tcp", "www.example.com")
+		fmt.Println(p.Name, addrs, err)
+	}
+}
+
+// Multipath TCP is an intent: MultipathAggregate dials MPTCP with its
+// first subflow on the chosen path, and Config.MPTCPEndpoints (with
+// CAP_NET_ADMIN) makes every path an endpoint for the others. Conn.MPTCP
+// says what the connection became: mptcp.ErrFallback if the peer or a
+// middlebox left it plain TCP.
+func ExampleConn_MPTCP() {
+	m, err := intents.NewManager(intents.Config{Policy: &policy.EAF{}, MPTCPEndpoints: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.MPTCPError(); err != nil {
+		log.Print("MPTCP endpoints: ", err) // still usable with the system's own
+	}
+	ctx := intents.WithIntents(context.Background(), intents.Intents{
+		Category: intents.CategoryBulk, Multipath: intents.MultipathAggregate})
+	d := intents.Dialer{Manager: m}
+	conn, err := d.DialContext(ctx, "tcp", "downloads.example:443")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	info, err := conn.(*intents.Conn).MPTCP()
+	if errors.Is(err, mptcp.ErrFallback) {
+		fmt.Println("plain TCP: the peer does not speak MPTCP")
+		return
+	}
+	fmt.Println("subflows besides the first:", info.Subflows, err)
 }
 
 // With Aggregate set, a large GET is fetched in byte ranges over all

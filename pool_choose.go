@@ -294,7 +294,7 @@ const holdRTTs = 4
 // (learnSize decides the queue again) or the other path has answered, at
 // most holdRTTs round trips of the nearest path. The requests are then
 // placed on the page's own sizes, and those for larger objects spread.
-// Measured (BENCHMARKS.md, twenty-ninth session), pages over three hosts:
+// Measured on the testbed, pages over three hosts:
 // 32 × 100 kB over 20 Mbit/s at 10 ms beside 20 Mbit/s at 200 ms 24 %
 // sooner, the geometric mean of the grid's cells 1.7 % sooner. Not for
 // the root's own origin (SizeFromOrigin): held there too, a page's burst

@@ -93,8 +93,7 @@ func (c *core) idleCount(es []*entry) int {
 // connections (open or being opened; see replaceIdleFor). The policy
 // wants a new connection on p, and an idle one elsewhere would hold one of
 // the host's slots: a page whose requests the policy sends over p would
-// load with one parallel connection fewer there (BENCHMARKS.md, "What was
-// found on the way", 3). An idle connection that has carried no request
+// load with one parallel connection fewer there. An idle connection that has carried no request
 // yet (a spare the policy has not chosen) goes first, whatever its path
 // holds: closing it throws away only a handshake, which has measured its
 // path's RTT already, and no window. Else a spare on a path too slow or

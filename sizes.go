@@ -37,7 +37,7 @@ const (
 // lowest RTT, and with the farther path's not yet measured that put all of
 // them on the nearer path, however slow (over three hosts, 2 Mbit/s at
 // 50 ms beside 20 Mbit/s at 200 ms: 11–13 new connections a load on the
-// slow path, the hosts' slots full; BENCHMARKS.md, the twenty-fourth session).
+// slow path, the hosts' slots full).
 type sizeCache struct {
 	max     int
 	mu      sync.Mutex
@@ -61,8 +61,7 @@ type objectKey struct{ origin, uri string }
 // the mean (37 kB, once the root, a 100 kB and a 1 kB object were in), EAF
 // sent a 1 kB object to a 200 ms path, and such a load took 0.46 s instead of
 // 0.26. Taking the lower middle of an even count errs the same way. The
-// price: a page's bulk is underestimated until its responses arrive
-// (BENCHMARKS.md, the full grid).
+// price: a page's bulk is underestimated until its responses arrive.
 type originSizes struct {
 	recent [originSamples]int64
 	n, i   int

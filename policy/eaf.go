@@ -646,8 +646,8 @@ const balanceMargin = 0.5
 // for them all at once): given to the path that is a little sooner for
 // this object, all of them go to one path, and what follows, large or
 // not, queues there while the other path idles. Spread where the paths
-// come close, they carry what follows on both. Measured (BENCHMARKS.md,
-// eighteenth session), over 6 Mbit/s at 20 ms and 5 Mbit/s at 50 ms: a
+// come close, they carry what follows on both. Measured on the testbed,
+// over 6 Mbit/s at 20 ms and 5 Mbit/s at 50 ms: a
 // page of small and large objects 15 % sooner, one of 32 × 100 kB 5 %;
 // within a quarter, less of that; within twice, pages over 2 Mbit/s at
 // 50 ms and 20 Mbit/s at 200 ms 9–20 % later (the slow path got
@@ -698,7 +698,7 @@ func balanceNew(req *intents.Request, models []pathModel, opts []option) *intent
 // connections are scarce (another path would still gain by one). A new
 // connection there would only share a full path's capacity, and hold one
 // of the host's few for the rest of the page while the path with room
-// waits for them. Traced (BENCHMARKS.md, thirty-seventh session): a page's
+// waits for them. Traced on the testbed: a page's
 // burst over three hosts, predicted at its root's 10 kB, came before a
 // 20 Mbit/s, 200 ms path's first handshake had answered; spread by count,
 // a 2 Mbit/s, 50 ms path beside it got seven connections, full at two,

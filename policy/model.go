@@ -15,7 +15,7 @@ import (
 // Unlike the paper's simulator, the rounds after the first arrive spread
 // over their round trip, as a pacing sender sends them (Linux with BBR, or
 // any congestion control over the fq qdisc), as measured on the testbed
-// (BENCHMARKS.md, "What was found on the way", 15; see Unpaced).
+// (see Unpaced).
 type Model struct {
 	// TLSRoundTrips is the TLS handshake's cost for https (default 1: TLS
 	// 1.3; the paper's simulator charged 2, TLS 1.2's figure).
@@ -171,8 +171,7 @@ func (m *Model) pathWith(e intents.Estimate, fallbackRTT time.Duration, fallback
 	case e.Pending > 0:
 		// The others' backlog is known, and shared bounds a transfer by
 		// it. The free share assumes their load lasts as long as this
-		// transfer: on top of shared it counted the load twice
-		// (BENCHMARKS.md, "What was found on the way", 16).
+		// transfer: on top of shared it counted the load twice.
 		free = capacity
 	case free <= 0:
 		free = bw

@@ -14,7 +14,7 @@ import (
 // splitSetupRTTs is how many of its round trips a path is counted to take
 // before its first bytes, in staticSplit's placement: a handshake, the
 // request, and a round of slow start. (Over the presets, 1 put too much
-// on the slower path, 5 too little: BENCHMARKS.md, thirty-fifth session.)
+// on the slower path, 5 too little.)
 const splitSetupRTTs = 3
 
 // staticSplit is a reference, not a scheduler a program could use: it is
