@@ -43,7 +43,7 @@ func parseTLSServer(s string) (TLSServer, error) {
 	if ap.Port() == 0 {
 		return TLSServer{}, fmt.Errorf("bad DNS-over-TLS server %q: port 0", s)
 	}
-	if name != "" && !isDomainName(name) {
+	if _, err := netip.ParseAddr(name); name != "" && err != nil && !isDomainName(name) {
 		return TLSServer{}, fmt.Errorf("bad DNS-over-TLS server %q: %q is no name a certificate can show", s, name)
 	}
 	return TLSServer{Addr: ap, Name: name}, nil

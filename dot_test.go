@@ -24,6 +24,7 @@ func TestParseTLSServer(t *testing.T) {
 		"1.1.1.1#cloudflare-dns.com":   {Addr: netip.MustParseAddrPort("1.1.1.1:853"), Name: "cloudflare-dns.com"},
 		"[2606:4700::1111]:8853#x.org": {Addr: netip.MustParseAddrPort("[2606:4700::1111]:8853"), Name: "x.org"},
 		"10.0.0.1:53":                  {Addr: netip.MustParseAddrPort("10.0.0.1:53")},
+		"1.1.1.1#1.1.1.1":              {Addr: netip.MustParseAddrPort("1.1.1.1:853"), Name: "1.1.1.1"},
 	} {
 		got, err := parseTLSServer(in)
 		require.NoError(t, err, in)

@@ -202,17 +202,16 @@ func (p *Path) AddTransfer(bytes, pathBytes int64, d time.Duration) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	minRTT, ok := p.minRTT.get()
-	if !ok {
-		p.addDelivery(max(bytes, pathBytes), d)
-		return
-	}
 	// Over less than a round trip, what arrives was held before it: a
 	// queue released after a radio link's stall delivers a transfer at
 	// many times the link's rate (traced: 100 kB in 12 ms on a cellular
 	// path offering 15 Mbit/s, held for 30 s as its capacity). The sender
 	// cannot have sent it quicker than one round trip's window.
+	minRTT, ok := p.minRTT.get()
 	p.addDelivery(max(bytes, pathBytes), max(d, time.Duration(minRTT)))
+	if !ok {
+		return
+	}
 	rounds := math.Ceil(math.Log2(float64(bytes)/InitialWindow+1)) - 1
 	if d.Seconds() > 2*rounds*time.Duration(minRTT).Seconds() {
 		p.shown = true
