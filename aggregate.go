@@ -105,9 +105,12 @@ func (t *Transport) aggregate(req *http.Request, cfg Aggregate) (*http.Response,
 	cfg = cfg.withDefaults(max(len(paths), 1))
 	// The first range is read by the aggregated body alongside the others:
 	// its context is the body's, so that closing the body stops it too.
+	// Like them it is asked for again where it fails (aggBody.fail), so
+	// its connection closes on a path taken for silent rather than being
+	// held (see entry.recoverable).
 	ctx, stop := context.WithCancel(req.Context())
 	ask := firstRange(cfg.MinChunk)
-	resp1, err := t.roundTrip(ask.request(WithIntents(ctx, Intents{Category: CategoryQuery, SizeToBeReceived: cfg.MinChunk}), req))
+	resp1, err := t.roundTrip(ask.request(callerResumes(WithIntents(ctx, Intents{Category: CategoryQuery, SizeToBeReceived: cfg.MinChunk})), req))
 	if err != nil {
 		stop()
 		return nil, err

@@ -219,20 +219,30 @@ func (c *core) resumeStalled(e *entry, info tcpinfo.Info, quiet time.Duration) {
 	if info.RTT+quietNow >= minRTO {
 		return
 	}
+	if quietNow < quiet || !c.closeStalled(e) {
+		return
+	}
+	if log := c.m.debugLogger(context.Background()); log != nil {
+		log.Debug("intents: stalled body resumes on another connection", "path", e.path.Name, "quiet", quietNow)
+	}
+}
+
+// closeStalled closes e, if it carries one response body that resumes
+// elsewhere (entry.resumable), as stalled: the body's Read ends with an
+// error matching errStalled, and the body asks for its rest on another
+// connection. False if e carries anything else, or is gone already.
+func (c *core) closeStalled(e *entry) bool {
 	c.mu.Lock()
-	resume := !e.removed && !e.migrating && e.c.inFlight() == 1 && e.resumable.Load() && quietNow >= quiet
-	if resume {
+	closing := !e.removed && !e.migrating && e.c.inFlight() == 1 && e.resumable.Load()
+	if closing {
 		e.stalled.Store(true)
 		c.remove(e)
 	}
 	c.mu.Unlock()
-	if !resume {
-		return
+	if closing {
+		c.serve()
 	}
-	c.serve()
-	if log := c.m.debugLogger(context.Background()); log != nil {
-		log.Debug("intents: stalled body resumes on another connection", "path", e.path.Name, "quiet", quietNow)
-	}
+	return closing
 }
 
 // silentRxBytes is what an interface may receive while its path is taken

@@ -44,11 +44,17 @@ import (
 //     for the hold (1 s here), failing with a PathDownError;
 //   - twostep: a two-step download's rest into a blackhole: its caller
 //     asks for the rest itself, so it is not held (the hold is a minute
-//     here, the download has ten seconds).
+//     here, the download has ten seconds);
+//   - again: as resume, and then path 2 turns into a blackhole too while
+//     path 1 comes back: the rest, asked for by range, resumes again
+//     rather than being held (a minute here, the download ten seconds);
+//   - aggregate: an aggregated download whose first range (2 MB) is on
+//     path 1 when it turns into a blackhole: that range is asked for again
+//     on path 2, as the others are, not held.
 func TestNetnsDeadPath(t *testing.T) {
 	testbed.SkipIfShort(t, "10 s")
 	testbed.RequireRoot(t)
-	for _, scenario := range []string{"resume", "retry", "slow", "stall", "held", "twostep"} {
+	for _, scenario := range []string{"resume", "retry", "slow", "stall", "held", "twostep", "again", "aggregate"} {
 		t.Run(scenario, func(t *testing.T) {
 			tb := testbed.New(t, testbed.Spec{Servers: 2, Paths: []testbed.PathSpec{
 				testbed.Symmetric(20*time.Millisecond, 20e6), testbed.Symmetric(40*time.Millisecond, 20e6)}})
@@ -58,6 +64,17 @@ func TestNetnsDeadPath(t *testing.T) {
 			switch scenario {
 			case "resume", "twostep":
 				p1.Down.OnBytes(p1.Down.Stats().Bytes+1_000_000, func() { p1.SetDown(true) })
+			case "aggregate":
+				p1.Down.OnBytes(p1.Down.Stats().Bytes+500_000, func() { p1.SetDown(true) })
+			case "again":
+				p2 := tb.Paths[1]
+				p1.Down.OnBytes(p1.Down.Stats().Bytes+1_000_000, func() {
+					p1.SetDown(true)
+					p2.Down.OnBytes(p2.Down.Stats().Bytes+1_000_000, func() {
+						p2.SetDown(true)
+						p1.SetDown(false)
+					})
+				})
 			case "retry":
 				// Server 2 sends its answer to path 1 into the blackhole,
 				// and opens path 1 again when the request comes over path 2.
@@ -130,7 +147,7 @@ func TestNetnsDeadPathChild(t *testing.T) {
 	switch scenario {
 	case "held":
 		intents.SetHoldSilent(time.Second)
-	case "twostep":
+	case "twostep", "again", "aggregate":
 		intents.SetHoldSilent(time.Minute)
 	}
 	log := make(intents.DebugLog, 256)
@@ -139,8 +156,11 @@ func TestNetnsDeadPathChild(t *testing.T) {
 	require.NoError(t, err)
 	defer m.Close()
 	tr := &intents.Transport{Manager: m}
-	if scenario == "twostep" {
+	switch scenario {
+	case "twostep":
 		tr.TwoStep = 8 << 10
+	case "aggregate":
+		tr.Aggregate = &intents.Aggregate{MinChunk: 2 << 20}
 	}
 	defer tr.Close()
 	var mu sync.Mutex
@@ -173,6 +193,17 @@ func TestNetnsDeadPathChild(t *testing.T) {
 		t.Logf("%s: %d bytes in %v", url, n, time.Since(start).Round(time.Millisecond))
 		return n, [32]byte(h.Sum(nil))
 	}
+	// getWithin fetches the object of size bytes from server 1, byte for
+	// byte, within d.
+	getWithin := func(size int64, d time.Duration) {
+		outer := ctx
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer func() { cancel(); ctx = outer }()
+		n, sum := get(fmt.Sprintf("http://10.71.100.1/obj/%d", size))
+		assert.EqualValues(t, size, n)
+		assert.Equal(t, testbed.ObjectSum(size), sum, "byte for byte")
+	}
 	lastLocal := func() string {
 		mu.Lock()
 		defer mu.Unlock()
@@ -202,14 +233,14 @@ func TestNetnsDeadPathChild(t *testing.T) {
 		get("http://10.71.100.1/obj/1000")
 		assert.Equal(t, "10.71.1.1", lastLocal(), "path 1 used again")
 	case "twostep":
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		const size = 4_000_000
-		n, sum := get(fmt.Sprintf("http://10.71.100.1/obj/%d", size))
-		assert.EqualValues(t, size, n)
-		assert.Equal(t, testbed.ObjectSum(size), sum, "byte for byte")
+		getWithin(4_000_000, 10*time.Second)
 		assert.Equal(t, "10.71.2.1", lastLocal(), "the rest asked for over path 2")
+	case "aggregate":
+		getWithin(6_000_000, 10*time.Second)
+		assert.True(t, m.Path("p1").Estimate().Unresponsive, "path 1 marked")
+	case "again":
+		getWithin(6_000_000, 10*time.Second)
+		assert.Equal(t, []string{"10.71.1.1", "10.71.2.1", "10.71.1.1"}, local, "path 1, its rest over path 2, the rest of that over path 1")
 	case "stall":
 		n, sum := get("http://10.71.100.2/")
 		assert.EqualValues(t, stallSize, n)

@@ -15,7 +15,8 @@ import (
 // path's capacity is often learned only once the page's bulk is under way:
 // the Transport asks its policy again when a response's headers show it far
 // larger than predicted, and then every moveCheckInterval while its body
-// arrives, and moves what the policy says would arrive sooner elsewhere.
+// arrives or its connection stays quiet (see checkStall), and moves what
+// the policy says would arrive sooner elsewhere.
 // A move takes the old connection's place in the pool's limits (moveSlot),
 // so the queue cannot take it in between and the limits hold throughout.
 
@@ -287,7 +288,118 @@ func (mc *moveCheck) body(req *http.Request, resp *http.Response, cb *countingBo
 	}
 	mc.next = time.Now().Add(moveCheckInterval)
 	b.move, b.cb = mc, cb
+	b.watchStalls(mc, cb, resp.ContentLength)
 	return b
+}
+
+// A body whose connection has gone quiet is judged on a timer too: the
+// move check above runs as bytes arrive, and a connection that receives
+// nothing (a cellular link stalled, its server backing off) gets none.
+// Traced beside EVDO: two 100 kB objects waited 20 s on a path that had
+// stalled, while the other path finished the rest of the page in 4 s; the
+// move check, once a trickle came, put them at seven minutes there.
+//
+// stallRateSpan bounds the span a watched body's rate is measured over:
+// a stalled link's smoothed round trip grows with its queue (seconds
+// beside EVDO), and a rate taken over three of them would come too late
+// to act on.
+const stallRateSpan = time.Second
+
+// watchedConn is the connection a resumingBody's Read waits on, and the
+// bytes it owes in all.
+type watchedConn struct {
+	cb   *countingBody
+	owed int64
+}
+
+// watchStalls has mc judge, every moveCheckInterval while the body's
+// connection is quiet, whether its rest would arrive sooner elsewhere
+// (see checkStall). cb, owing owed bytes, is the connection watched
+// first.
+func (b *resumingBody) watchStalls(mc *moveCheck, cb *countingBody, owed int64) {
+	if multiplexed(cb.e) {
+		return // an HTTP/3 stream: its connection watches its own progress
+	}
+	b.judge = mc
+	b.watchConn(cb, owed)
+	b.mu.Lock()
+	b.stallTimer = time.AfterFunc(moveCheckInterval, b.checkStall)
+	b.mu.Unlock()
+}
+
+// watchConn makes cb, which owes owed bytes, the connection the stall
+// watch looks at; none once the body cannot resume again, or if cb is not
+// one of the pool's TCP connections on a path.
+func (b *resumingBody) watchConn(cb *countingBody, owed int64) {
+	if b.judge == nil {
+		return
+	}
+	if cb == nil || cb.e.path == nil || cb.e.mptcp || multiplexed(cb.e) || b.resumed >= maxResumes {
+		b.watched.Store(nil)
+		return
+	}
+	b.watched.Store(&watchedConn{cb: cb, owed: owed})
+}
+
+// checkStall runs on the stall watch's timer: if the watched connection
+// has received nothing for as long as the dead-path watch waits before it
+// may take a path for silent (deadAfter its path's minimum RTT: a stalled
+// link's smoothed RTT grows with its queue, to seconds beside EVDO; read
+// from the kernel, TCP_INFO, so a caller that reads slowly is not taken
+// for a stalled connection: Linux only), and the body's
+// judge says its rest would arrive sooner on another path (the rate it
+// has come at so far falls while it waits), the connection closes as
+// stalled and the rest is asked for elsewhere (see resumingBody.Read).
+// It reads only what is safe beside a Read: atomics and what never
+// changes.
+func (b *resumingBody) checkStall() {
+	if b.ctx.Err() != nil {
+		return // ended or closed
+	}
+	if w := b.watched.Load(); w != nil {
+		b.judgeStall(w, time.Now())
+	}
+	b.mu.Lock()
+	if !b.closed {
+		b.stallTimer.Reset(moveCheckInterval)
+	}
+	b.mu.Unlock()
+}
+
+func (b *resumingBody) judgeStall(w *watchedConn, now time.Time) {
+	e := w.cb.e
+	left := w.owed - w.cb.n.Load()
+	if left < moveMinBytes {
+		return
+	}
+	info, ok := tcpInfoOf(e) // a system call: no lock is held here
+	if !ok || quietFor(info, now.Sub(w.cb.start)) < deadAfter(e.path.Estimate().MinRTT) {
+		return
+	}
+	rate := w.cb.rate(now, min(minRateSpan(e.path), stallRateSpan))
+	mc := b.judge
+	in := mc.in
+	in.SizeToBeReceived = min(left, maxSizeEstimate)
+	cands, queued := mc.t.core.candidatesOf(mc.key)
+	for i := range cands {
+		if cands[i].ID == e.id {
+			cands[i].Rate = rate
+		}
+	}
+	to, _, _ := mc.t.Manager.moveTarget(b.ctx, &in, mc.dest, cands, queued, e.id, nil, 0)
+	if to == nil {
+		return
+	}
+	b.offStall.Store(true)
+	if !mc.t.core.closeStalled(e) {
+		b.offStall.Store(false)
+		return
+	}
+	b.watched.CompareAndSwap(w, nil)
+	mc.t.counters(e.path).moved.Add(1)
+	if log := mc.t.Manager.debugLogger(b.ctx); log != nil {
+		log.Debug("intents: quiet body leaves its path", "path", e.path.Name, "for", to.Name, "left", left, "rate", rate)
+	}
 }
 
 // rangeBody is a body for resp (cb, whose length is known) that resumes on

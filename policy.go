@@ -41,11 +41,16 @@ type Policy interface {
 // HTTP/3 only its stream ends, and it goes to a connection on that path
 // as the policy decides there) and the request is sent again
 // there, so the caller gets the second response, whole and of one
-// version. Only a GET without a body is moved, only from an HTTP/1
-// connection bound to a path or an HTTP/3 one it has to itself, and only
-// once (the response sent again there still resumes by range if that
-// path goes down, as one that did not move does). Policies that do not
-// implement Mover never move anything.
+// version. Move is asked again as the body arrives (at most every tenth
+// of a second) and, on Linux, while its connection receives nothing (for
+// three of its path's minimum RTTs): there the rest is asked for by range
+// on the path Move names, and the connection closes. Only a GET without a
+// body is moved, only from an HTTP/1 connection bound to a path or an
+// HTTP/3 one it has to itself, and only once as its bytes arrive (the
+// response sent again there still resumes by range if that path goes
+// down, as one that did not move does, and leaves a connection gone
+// quiet as the first would). Policies that do not implement Mover never
+// move anything.
 type Mover interface {
 	Policy
 	// Move returns the path to fetch the response on instead, or nil to

@@ -71,11 +71,12 @@ const (
 )
 
 // fetch asks t for r, as a copy of req with ctx, and returns the part's
-// body (exactly its bytes, or an error) and the path it comes over. An
+// body (exactly its bytes, or an error) and the connection's body under it
+// (nil if the Transport did not count it: see countedBy). An
 // answer that is not the part asked for is closed and an error:
 // ErrObjectChanged for another version (or a 200: If-Range's whole new
 // one).
-func (r byteRange) fetch(ctx context.Context, t *Transport, req *http.Request) (io.ReadCloser, *Path, error) {
+func (r byteRange) fetch(ctx context.Context, t *Transport, req *http.Request) (io.ReadCloser, *countingBody, error) {
 	resp, err := t.roundTrip(r.request(ctx, req))
 	if err != nil {
 		return nil, nil, err
@@ -83,7 +84,7 @@ func (r byteRange) fetch(ctx context.Context, t *Transport, req *http.Request) (
 	got, kind, err := r.check(resp)
 	switch kind {
 	case answerPart:
-		return got.body(resp.Body), bodyPath(resp.Body), nil
+		return got.body(resp.Body), countedBy(resp.Body), nil
 	case answerWhole, answerChanged:
 		err = ErrObjectChanged
 	case answerBad:

@@ -84,20 +84,21 @@ func (b *resumingBody) startSplit(plan splitPlan) {
 	rest := byteRange{first: s.first, last: s.last, total: b.total, v: b.v}
 	b.split, b.end = s, s.first-1
 	b.splits++
+	b.watched.Store(nil)  // its connection now owes the first part only
 	b.cb.forgo(plan.part) // its path's backlog: those bytes come another way
 	go s.fetch(WithIntents(ctx, in), b.t, b.req, rest)
 }
 
 // fetch asks for the part, r of req's object, and reads it into s.buf.
 func (s *splitPart) fetch(ctx context.Context, t *Transport, req *http.Request, r byteRange) {
-	body, path, err := r.fetch(ctx, t, req) // exactly the part's bytes, or an error
+	body, cb, err := r.fetch(ctx, t, req) // exactly the part's bytes, or an error
 	if err != nil {
 		s.end(err)
 		return
 	}
 	defer body.Close()
 	s.mu.Lock()
-	s.begun, s.path = true, path
+	s.begun, s.path = true, cb.path()
 	s.mu.Unlock()
 	if t.testHookSplitRead != nil {
 		t.testHookSplitRead(0)

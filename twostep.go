@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -92,18 +93,26 @@ func (t *Transport) twoStep(req *http.Request) (*http.Response, error) {
 		// asked: a plain GET, never a stitch.
 		return t.plainAfter(req, resp2)
 	}
-	rest2 := newResumingBody(t, req, v, got2.body(resp2.Body), bodyPath(resp2.Body), got2.first, got2.last, got2.total)
+	rest2 := newResumingBody(t, req, v, got2.body(resp2.Body), countedBy(resp2.Body).path(), got2.first, got2.last, got2.total)
 	rest2.onDown = true
 	return whole(&stitched{parts: []io.ReadCloser{resp1.Body, rest2}}), nil
 }
 
-// bodyPath is the path a response body of this Transport comes over (nil
-// for the OS's routing).
-func bodyPath(rc io.ReadCloser) *Path {
-	if cb, ok := rc.(*countingBody); ok {
-		return cb.e.path
+// countedBy is rc as this Transport's body of a connection in its pool,
+// nil if it is not one (a response from a proxy's or a caller's own
+// RoundTripper).
+func countedBy(rc io.ReadCloser) *countingBody {
+	cb, _ := rc.(*countingBody)
+	return cb
+}
+
+// path is the path the body comes over (nil: the OS's routing, or no
+// body of the pool's).
+func (b *countingBody) path() *Path {
+	if b == nil {
+		return nil
 	}
-	return nil
+	return b.e.path
 }
 
 // resumingBody reads the range [pos, end] of an object. When the path it
@@ -130,14 +139,22 @@ type resumingBody struct {
 	// byte. splits counts the parts asked for (see splitRoom).
 	split  *splitPart
 	splits int
+	// judge, once set, is asked whether the rest should leave a
+	// connection that has gone quiet (see checkStall); watched is the
+	// connection the body's Read waits on then, and offStall says the
+	// rest leaves the path that connection is on.
+	judge    *moveCheck
+	watched  atomic.Pointer[watchedConn]
+	offStall atomic.Bool
 	// ctx carries the requests for the rest; Close cancels it, so that a
 	// Read waiting for one returns.
 	ctx  context.Context
 	stop context.CancelFunc
-	// mu guards rc and closed: Close may come from another goroutine
-	// while a Read waits or asks for the rest.
-	mu     sync.Mutex
-	closed bool
+	// mu guards rc, closed and stallTimer: Close may come from another
+	// goroutine while a Read waits or asks for the rest.
+	mu         sync.Mutex
+	closed     bool
+	stallTimer *time.Timer
 }
 
 // newResumingBody reads rc, bytes pos to end of an object of total bytes
@@ -190,7 +207,14 @@ func (b *resumingBody) Read(p []byte) (int, error) {
 			}
 			return n, nil
 		}
-		again := b.onDown && errors.Is(err, ErrPathDown) || errors.Is(err, errSplitPart) || errors.Is(err, errStalled)
+		if errors.Is(err, io.EOF) && b.pos <= b.end {
+			// Its connection's range ended before the body's: a resumed
+			// first part ends where a split part began, and that part was
+			// abandoned since (takeSplit). Never an early end: the rest is
+			// asked for, or the body fails.
+			err = errEndedShort
+		}
+		again := b.onDown && errors.Is(err, ErrPathDown) || errors.Is(err, errSplitPart) || errors.Is(err, errStalled) || err == errEndedShort
 		if errors.Is(err, io.EOF) || !again || b.pos > b.end {
 			if errors.Is(err, io.EOF) {
 				b.stop() // nothing more to ask for
@@ -198,7 +222,7 @@ func (b *resumingBody) Read(p []byte) (int, error) {
 			return n, err
 		}
 		in, _ := FromContext(b.ctx)
-		if b.path != nil && !errors.Is(err, errStalled) {
+		if b.path != nil && err != errEndedShort && (!errors.Is(err, errStalled) || b.offStall.Swap(false)) {
 			in = in.without(b.path)
 		}
 		from := b.path
@@ -276,23 +300,35 @@ func (b *resumingBody) splitRoom() int64 {
 	return 0
 }
 
-// resume replaces the body by a request, with ctx, for the rest.
+// maxResumes bounds how often a body asks for its rest: a server whose
+// every connection fails is not asked for ever.
+const maxResumes = 3
+
+// resume replaces the body by a request, with ctx, for the rest. While it
+// may ask again, that request is marked as one its caller resumes: the
+// rest's connection closes on a path taken for silent, or when it stalls,
+// as the first did (see entry.recoverable), rather than being held as one
+// whose body would be lost.
 func (b *resumingBody) resume(ctx context.Context) error {
-	if b.resumed++; b.resumed > 3 || b.v.value == "" {
+	if b.resumed++; b.resumed > maxResumes || b.v.value == "" {
 		return errors.New("intents: cannot resume the download")
+	}
+	if b.onDown && b.resumed < maxResumes {
+		ctx = callerResumes(ctx)
 	}
 	b.body().Close()
 	in, _ := FromContext(ctx)
 	in.SizeToBeReceived = min(b.end-b.pos+1, maxSizeEstimate)
 	rest := byteRange{first: b.pos, last: b.end, total: b.total, v: b.v}
-	body, path, err := rest.fetch(WithIntents(ctx, in), b.t, b.req)
+	body, cb, err := rest.fetch(WithIntents(ctx, in), b.t, b.req)
 	if err != nil {
 		return err
 	}
 	if !b.setBody(body) {
 		return errBodyClosed
 	}
-	b.path = path
+	b.path = cb.path()
+	b.watchConn(cb, rest.last-rest.first+1)
 	return nil
 }
 
@@ -306,10 +342,17 @@ func (b *resumingBody) Close() error {
 	b.mu.Lock()
 	b.closed = true
 	rc := b.rc
+	if b.stallTimer != nil {
+		b.stallTimer.Stop()
+	}
 	b.mu.Unlock()
 	b.stop()
 	return rc.Close()
 }
+
+// errEndedShort is a body's connection ending before the range asked of
+// it: the rest is asked for again (see resumingBody.Read).
+var errEndedShort = errors.New("intents: the body's connection ended before its range")
 
 // errBodyClosed is what a Read gets after Close, as from net/http's bodies.
 var errBodyClosed = errors.New("http: read on closed response body")
