@@ -77,16 +77,7 @@ func TestNetnsMoveChild(t *testing.T) {
 		}
 	})
 	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, "GET", objURL+"2000000", nil)
-	require.NoError(t, err)
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, resp.Body)
-	require.NoError(t, err)
-	assert.EqualValues(t, 2e6, n)
-	assert.Equal(t, testbed.ObjectSum(2e6), [32]byte(h.Sum(nil)), "byte for byte the object")
+	getObject(ctx, t, tr, objURL+"2000000", 2e6)
 	st := tr.Stats()
 	assert.LessOrEqual(t, st["p1"].Moved, int64(1), "moved at most once (after a split, its first part)")
 	assert.LessOrEqual(t, st["p1"].Split, int64(4), "at most four parts (maxSplitParts)")
@@ -238,7 +229,16 @@ func TestNetnsMoveOffStallChild(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://10.71.100.2/", nil)
+	getObject(ctx, t, tr, "http://10.71.100.2/", stallObject)
+	st := tr.Stats()
+	t.Logf("4 MB in %v; moved off p1 %d, off p2 %d", time.Since(start).Round(time.Millisecond), st["p1"].Moved, st["p2"].Moved)
+}
+
+// getObject fetches url, a testbed object of size bytes, through tr and
+// checks it byte for byte.
+func getObject(ctx context.Context, t *testing.T, tr *intents.Transport, url string, size int64) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
 	require.NoError(t, err)
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
@@ -246,8 +246,6 @@ func TestNetnsMoveOffStallChild(t *testing.T) {
 	h := sha256.New()
 	n, err := io.Copy(h, resp.Body)
 	require.NoError(t, err)
-	assert.EqualValues(t, stallObject, n)
-	assert.Equal(t, testbed.ObjectSum(stallObject), [32]byte(h.Sum(nil)), "byte for byte the object")
-	st := tr.Stats()
-	t.Logf("4 MB in %v; moved off p1 %d, off p2 %d", time.Since(start).Round(time.Millisecond), st["p1"].Moved, st["p2"].Moved)
+	assert.EqualValues(t, size, n)
+	assert.Equal(t, testbed.ObjectSum(size), [32]byte(h.Sum(nil)), "byte for byte the object")
 }

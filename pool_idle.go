@@ -96,10 +96,11 @@ func (c *core) idleCount(es []*entry) int {
 // load with one parallel connection fewer there. An idle connection that
 // has carried no request yet (a spare the policy has not chosen) goes
 // first, whatever its path holds: closing it throws away only a
-// handshake, which has measured its path's RTT already, and no window. Else a spare on a path too slow or
-// too far for any of a page's objects held one of its six slots for the
-// whole page while the good path, holding five, wanted a sixth (a page
-// of 32 × 100 kB over 50 Mbit/s at 10 ms beside 5 Mbit/s at 200 ms).
+// handshake, which has measured its path's RTT already, and no window.
+// Else a spare on a path too slow or too far for any of a page's objects
+// held one of its six slots for the whole page while the good path,
+// holding five, wanted a sixth (a page of 32 × 100 kB over 50 Mbit/s at
+// 10 ms beside 5 Mbit/s at 200 ms).
 func (c *core) closeIdleOf(key string, es []*entry, p *Path, atLeast int) {
 	var oldest, unused *entry
 	for _, e := range es {
