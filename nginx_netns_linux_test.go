@@ -79,11 +79,9 @@ http {
 `
 
 // startNginx writes the files and the configuration into dir and starts
-// nginx inside the server namespace, listening on host; it stops when t
-// ends.
-func startNginx(t *testing.T, tb *testbed.Testbed, dir string) {
-	ca, err := testbed.NewCA(tb.Hosts[0])
-	require.NoError(t, err)
+// nginx inside the server namespace, listening on host with a certificate
+// of ca (whose certificate it writes to dir/ca.pem); it stops when t ends.
+func startNginx(t *testing.T, tb *testbed.Testbed, dir string, host netip.Addr, ca *testbed.CA) {
 	var chain []byte
 	for _, der := range ca.Cert.Certificate {
 		chain = append(chain, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
@@ -95,7 +93,7 @@ func startNginx(t *testing.T, tb *testbed.Testbed, dir string) {
 	require.NoError(t, os.MkdirAll(www, 0o755))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "tmp"), 0o755))
 	for name, b := range map[string][]byte{"server.pem": chain, "server.key": pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}),
-		"ca.pem": caPEM, "nginx.conf": fmt.Appendf(nil, nginxConf, dir, tb.Hosts[0])} {
+		"ca.pem": caPEM, "nginx.conf": fmt.Appendf(nil, nginxConf, dir, host)} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o600))
 	}
 	write := func(name string, size int64) {
@@ -128,7 +126,7 @@ func startNginx(t *testing.T, tb *testbed.Testbed, dir string) {
 		var c net.Conn
 		err := tb.Server.Do(func() error {
 			var err error
-			c, err = net.DialTimeout("tcp", net.JoinHostPort(tb.Hosts[0].String(), "80"), time.Second)
+			c, err = net.DialTimeout("tcp", net.JoinHostPort(host.String(), "80"), time.Second)
 			return err
 		})
 		if err == nil {
@@ -153,7 +151,9 @@ func TestNetnsNginx(t *testing.T) {
 	}
 	tb := testbed.New(t, testbed.Spec{Paths: []testbed.PathSpec{{Veth: true}, {Veth: true}}, Servers: 1})
 	dir := t.TempDir()
-	startNginx(t, tb, dir)
+	ca, err := testbed.NewCA(tb.Hosts[0])
+	require.NoError(t, err)
+	startNginx(t, tb, dir, tb.Hosts[0], ca)
 	for _, scheme := range []string{"http", "https"} {
 		t.Run(scheme, func(t *testing.T) {
 			testbed.RunTest(t, tb.Client, "TestNetnsNginxChild", scheme+" "+dir)

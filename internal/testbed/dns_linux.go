@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -26,8 +27,23 @@ type DNSServer struct {
 	tlsQueries, tlsConns     atomic.Int64
 	httpsQueries, httpsConns atomic.Int64
 
+	silent atomic.Bool
+
 	mu   sync.Mutex
 	zone map[string][]netip.Addr // lower-case FQDN
+	from map[netip.Addr]int64    // queries by source address
+}
+
+// SetSilent makes the server drop every query (over UDP, TCP, TLS and
+// HTTPS: no answer at all, as a server that died) or answer again.
+func (s *DNSServer) SetSilent(silent bool) { s.silent.Store(silent) }
+
+// QueriesFrom returns how many queries came from each source address, in
+// plaintext or over TLS (over HTTPS the source is the DoH connection's).
+func (s *DNSServer) QueriesFrom() map[netip.Addr]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.from)
 }
 
 // Queries is how many queries the server has received, in plaintext and
@@ -54,6 +70,16 @@ func (s *DNSServer) Set(name string, addrs ...netip.Addr) {
 // ServeDNS answers from the zone; unknown names get NXDOMAIN.
 func (s *DNSServer) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
 	s.queries.Add(1)
+	if w.RemoteAddr() != nil {
+		if src, err := netip.ParseAddrPort(w.RemoteAddr().String()); err == nil {
+			s.mu.Lock()
+			s.from[src.Addr().Unmap()]++
+			s.mu.Unlock()
+		}
+	}
+	if s.silent.Load() {
+		return
+	}
 	m := new(dns.Msg)
 	m.SetReply(q)
 	m.Authoritative = true
@@ -94,7 +120,7 @@ func (s *DNSServer) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
 func (tb *Testbed) StartDNS() ([]*DNSServer, error) {
 	var servers []*DNSServer
 	for i, p := range tb.Paths {
-		s := &DNSServer{Path: p, Addr: netip.AddrPortFrom(p.ServerAddr, 53), zone: map[string][]netip.Addr{}}
+		s := &DNSServer{Path: p, Addr: netip.AddrPortFrom(p.ServerAddr, 53), zone: map[string][]netip.Addr{}, from: map[netip.Addr]int64{}}
 		s.Set("whoami.test", p.ServerAddr)
 		for k, h := range tb.Hosts {
 			s.Set("host"+strconv.Itoa(k+1)+".test", h)
@@ -174,6 +200,10 @@ func (tb *Testbed) StartDNSOverHTTPS(servers []*DNSServer, ca *CA) error {
 					return
 				}
 				s.httpsQueries.Add(1)
+				if s.silent.Load() { // no answer, as a server that died
+					<-r.Context().Done()
+					return
+				}
 				rec := &dnsRecorder{}
 				s.ServeDNS(rec, q)
 				b, err := rec.m.Pack()

@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -32,6 +33,20 @@ func (tb *Testbed) serveDNS(srv *dns.Server) {
 // serveHTTP runs srv on l, over TLS (srv.TLSConfig) if overTLS, until the
 // testbed closes.
 func (tb *Testbed) serveHTTP(srv *http.Server, l net.Listener, overTLS bool) {
+	served := serve(srv, l, overTLS)
+	tb.OnClose(func() error {
+		err := srv.Close()
+		<-served
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		return err
+	})
+}
+
+// serve runs srv on l, over TLS (srv.TLSConfig) if overTLS, in a goroutine
+// of its own; the channel closes when Serve returns.
+func serve(srv *http.Server, l net.Listener, overTLS bool) <-chan struct{} {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -41,12 +56,25 @@ func (tb *Testbed) serveHTTP(srv *http.Server, l net.Listener, overTLS bool) {
 			_ = srv.Serve(l)
 		}
 	}()
-	tb.OnClose(func() error {
-		err := srv.Close()
-		<-served
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
+	return served
+}
+
+// stopper stops srv, giving the requests in flight up to grace to finish
+// if graceful, then closes it, runs after (if set) and waits for served.
+func stopper(srv interface {
+	Shutdown(context.Context) error
+	Close() error
+}, served <-chan struct{}, after func()) func(graceful bool) {
+	return func(graceful bool) {
+		if graceful {
+			ctx, cancel := context.WithTimeout(context.Background(), restartGrace)
+			_ = srv.Shutdown(ctx)
+			cancel()
 		}
-		return err
-	})
+		_ = srv.Close()
+		if after != nil {
+			after()
+		}
+		<-served
+	}
 }

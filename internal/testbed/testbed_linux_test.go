@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -312,7 +314,26 @@ func TestServices(t *testing.T) {
 			require.Len(t, r.Answer, 1)
 			assert.Equal(t, tb.Hosts[i].String(), r.Answer[0].(*dns.A).A.String(), "path %d's own answer", i+1)
 			assert.EqualValues(t, 1, s.Queries())
+			assert.Equal(t, map[netip.Addr]int64{tb.Paths[i].ClientAddr: 1}, s.QueriesFrom(), "from path %d's address", i+1)
 		}
+	})
+	t.Run("silent DNS", func(t *testing.T) {
+		s := servers[0]
+		s.SetSilent(true)
+		m := new(dns.Msg)
+		m.SetQuestion("www.test.", dns.TypeA)
+		c, err := tb.Client.DialContext(nil)(context.Background(), "udp", s.Addr.String())
+		require.NoError(t, err)
+		defer c.Close()
+		n := s.Queries()
+		_, _, err = (&dns.Client{Timeout: 200 * time.Millisecond}).ExchangeWithConn(m, &dns.Conn{Conn: c})
+		var ne net.Error
+		require.ErrorAs(t, err, &ne, "no answer")
+		assert.True(t, ne.Timeout())
+		assert.Equal(t, n+1, s.Queries(), "the query arrived")
+		s.SetSilent(false)
+		_, _, err = (&dns.Client{}).ExchangeWithConn(m, &dns.Conn{Conn: c})
+		assert.NoError(t, err, "answered again")
 	})
 
 	get := func(t *testing.T, dev, url, rng string) (*http.Response, []byte) {
@@ -368,6 +389,30 @@ func TestServices(t *testing.T) {
 		assert.Equal(t, "bytes=1000-1999", last.Range)
 		assert.EqualValues(t, 1000, last.Bytes)
 		assert.Equal(t, tb.Paths[0].ClientAddr, last.Remote.Addr())
+	})
+	t.Run("restart", func(t *testing.T) {
+		// An idle keep-alive connection, then a restart: the connection is
+		// closed, and the server answers on a new one.
+		for _, graceful := range []bool{false, true} {
+			tr := &http.Transport{DialContext: tb.Client.DialContext(nil)}
+			req, err := http.NewRequest("GET", hostURL("http", 0)+"/obj/10", nil)
+			require.NoError(t, err)
+			var conns []string
+			trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { conns = append(conns, i.Conn.LocalAddr().String()) }}
+			for i := range 2 {
+				if i == 1 {
+					require.NoError(t, web.Restart(graceful))
+				}
+				resp, err := tr.RoundTrip(req.WithContext(httptrace.WithClientTrace(context.Background(), trace)))
+				require.NoError(t, err, "graceful %v", graceful)
+				_, err = io.Copy(io.Discard, resp.Body)
+				require.NoError(t, err)
+				resp.Body.Close()
+			}
+			tr.CloseIdleConnections()
+			// (net/http may try the closed one first, and then a new one.)
+			assert.NotEqual(t, conns[0], conns[len(conns)-1], "a new connection after the restart (graceful %v)", graceful)
+		}
 	})
 	t.Run("virtual hosts", func(t *testing.T) {
 		web.Handle("special.test", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"errors"
 	"io"
 	"log"
 	"net"
@@ -33,6 +32,13 @@ import (
 // hosts.
 type WebServer struct {
 	CA *CA
+
+	tb        *Testbed
+	hosts3    []netip.Addr // hosts that serve HTTP/3 too
+	listeners []webListener
+	runMu     sync.Mutex            // serialises Restart and the testbed's Close
+	running   []func(graceful bool) // stops each server now serving
+	listen    net.ListenConfig
 
 	mu       sync.Mutex
 	hosts    map[string]http.Handler
@@ -79,6 +85,15 @@ type WebOptions struct {
 	// AdvertiseHTTP3 makes every response over TCP carry
 	// Alt-Svc: h3=":443"; ma=3600.
 	AdvertiseHTTP3 bool
+	// Hosts are the server host addresses to serve (default: all of the
+	// testbed's), leaving the others to other servers (nginx, say).
+	Hosts []netip.Addr
+}
+
+// webListener is one TCP address the web server serves, and how.
+type webListener struct {
+	addr  string
+	serve func(l net.Listener) (srv *http.Server, served <-chan struct{})
 }
 
 // ClientTLS returns a client TLS configuration that trusts the server.
@@ -203,7 +218,11 @@ func (tb *Testbed) StartWeb(opts WebOptions) (*WebServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &WebServer{CA: ca, hosts: map[string]http.Handler{}}
+	hosts := opts.Hosts
+	if hosts == nil {
+		hosts = tb.Hosts
+	}
+	w := &WebServer{CA: ca, tb: tb, hosts: map[string]http.Handler{}}
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(true)
@@ -215,55 +234,107 @@ func (tb *Testbed) StartWeb(opts WebOptions) (*WebServer, error) {
 			w.ServeHTTP(rw, r)
 		})
 	}
-	logConn := func(ctx context.Context, cl *ConnLog) context.Context {
-		w.mu.Lock()
-		w.conns = append(w.conns, cl)
-		hooks := w.onConn
-		w.mu.Unlock()
-		for _, f := range hooks {
-			f(*cl)
-		}
-		return context.WithValue(ctx, connKey{}, cl)
-	}
-	newServer := func() *http.Server {
-		return &http.Server{
-			Handler:     handler,
-			Protocols:   &protocols,
-			IdleTimeout: opts.IdleTimeout,
-			TLSConfig:   &tls.Config{Certificates: []tls.Certificate{ca.Cert}},
-			ErrorLog:    log.New(quietHandshakes{}, "", log.LstdFlags),
-			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-				remote, _ := netip.ParseAddrPort(c.RemoteAddr().String())
-				local, _ := netip.ParseAddrPort(c.LocalAddr().String())
-				_, isTLS := c.(*tls.Conn)
-				return logConn(ctx, &ConnLog{Remote: remote, Local: local, TLS: isTLS})
-			},
-		}
-	}
-	var lc net.ListenConfig
-	lc.SetMultipathTCP(!opts.NoMPTCP)
-	for _, h := range tb.Hosts {
-		for _, port := range []string{"80", "443"} {
-			var l net.Listener
-			err := tb.Server.Do(func() error {
-				var err error
-				l, err = lc.Listen(context.Background(), "tcp", net.JoinHostPort(h.String(), port))
-				return err
-			})
-			if err != nil {
-				return nil, err
+	serve := func(overTLS bool) func(net.Listener) (*http.Server, <-chan struct{}) {
+		return func(l net.Listener) (*http.Server, <-chan struct{}) {
+			srv := &http.Server{
+				Handler:     handler,
+				Protocols:   &protocols,
+				IdleTimeout: opts.IdleTimeout,
+				TLSConfig:   &tls.Config{Certificates: []tls.Certificate{ca.Cert}},
+				ErrorLog:    log.New(quietHandshakes{}, "", log.LstdFlags),
+				ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+					remote, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+					local, _ := netip.ParseAddrPort(c.LocalAddr().String())
+					_, isTLS := c.(*tls.Conn)
+					return w.logConn(ctx, &ConnLog{Remote: remote, Local: local, TLS: isTLS})
+				},
 			}
-			tb.serveHTTP(newServer(), l, port == "443")
+			return srv, serve(srv, l, overTLS)
+		}
+	}
+	for _, h := range hosts {
+		for _, port := range []string{"80", "443"} {
+			w.listeners = append(w.listeners, webListener{addr: net.JoinHostPort(h.String(), port), serve: serve(port == "443")})
 		}
 	}
 	if opts.HTTP3 {
-		for _, h := range tb.Hosts {
-			if err := tb.serveHTTP3(w, h, logConn); err != nil {
-				return nil, err
-			}
-		}
+		w.hosts3 = hosts
+	}
+	w.listen.SetMultipathTCP(!opts.NoMPTCP)
+	w.runMu.Lock()
+	err = w.start()
+	w.runMu.Unlock()
+	tb.OnClose(func() error {
+		w.runMu.Lock()
+		defer w.runMu.Unlock()
+		w.stop(false)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return w, nil
+}
+
+// logConn logs a new connection and hands it to the OnConn hooks.
+func (w *WebServer) logConn(ctx context.Context, cl *ConnLog) context.Context {
+	w.mu.Lock()
+	w.conns = append(w.conns, cl)
+	hooks := w.onConn
+	w.mu.Unlock()
+	for _, f := range hooks {
+		f(*cl)
+	}
+	return context.WithValue(ctx, connKey{}, cl)
+}
+
+// start listens on every address and serves it; runMu held.
+func (w *WebServer) start() error {
+	for _, wl := range w.listeners {
+		var l net.Listener
+		err := w.tb.Server.Do(func() error {
+			var err error
+			l, err = w.listen.Listen(context.Background(), "tcp", wl.addr)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		srv, served := wl.serve(l)
+		w.running = append(w.running, stopper(srv, served, nil))
+	}
+	for _, h := range w.hosts3 {
+		if err := w.serveHTTP3(h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stop stops every server, gracefully first if asked; runMu held.
+func (w *WebServer) stop(graceful bool) {
+	var wg sync.WaitGroup
+	for _, f := range w.running {
+		wg.Go(func() { f(graceful) })
+	}
+	wg.Wait()
+	w.running = nil
+}
+
+// restartGrace bounds a graceful restart's wait for the requests in
+// flight.
+const restartGrace = 2 * time.Second
+
+// Restart stops the web server and starts it again on the same addresses,
+// as a server deployment does: gracefully (HTTP/2 and HTTP/3 connections
+// get a GOAWAY and their requests in flight up to two seconds to finish,
+// idle HTTP/1.1 connections are closed) or not (every connection closed at
+// once, mid-response). Meanwhile new connections are refused.
+func (w *WebServer) Restart(graceful bool) error {
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	w.stop(graceful)
+	return w.start()
 }
 
 // quietHandshakes writes the server's error log to stderr, but for the
@@ -278,10 +349,10 @@ func (quietHandshakes) Write(p []byte) (int, error) {
 	return os.Stderr.Write(p)
 }
 
-// serveHTTP3 serves w with HTTP/3 on UDP port 443 of host h.
-func (tb *Testbed) serveHTTP3(w *WebServer, h netip.Addr, logConn func(context.Context, *ConnLog) context.Context) error {
+// serveHTTP3 serves w with HTTP/3 on UDP port 443 of host h; runMu held.
+func (w *WebServer) serveHTTP3(h netip.Addr) error {
 	var pc net.PacketConn
-	err := tb.Server.Do(func() error {
+	err := w.tb.Server.Do(func() error {
 		var err error
 		pc, err = net.ListenPacket("udp", net.JoinHostPort(h.String(), "443"))
 		return err
@@ -295,7 +366,7 @@ func (tb *Testbed) serveHTTP3(w *WebServer, h netip.Addr, logConn func(context.C
 		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
 			remote, _ := netip.ParseAddrPort(c.RemoteAddr().String())
 			local, _ := netip.ParseAddrPort(c.LocalAddr().String())
-			return logConn(ctx, &ConnLog{Remote: remote, Local: local, TLS: true})
+			return w.logConn(ctx, &ConnLog{Remote: remote, Local: local, TLS: true})
 		},
 	}
 	served := make(chan struct{})
@@ -303,14 +374,6 @@ func (tb *Testbed) serveHTTP3(w *WebServer, h netip.Addr, logConn func(context.C
 		defer close(served)
 		_ = srv.Serve(pc)
 	}()
-	tb.OnClose(func() error {
-		err := srv.Close()
-		pc.Close()
-		<-served
-		if errors.Is(err, http.ErrServerClosed) || errors.Is(err, quic.ErrServerClosed) {
-			err = nil
-		}
-		return err
-	})
+	w.running = append(w.running, stopper(srv, served, func() { pc.Close() }))
 	return nil
 }
