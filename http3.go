@@ -240,7 +240,7 @@ func (c *h3Conn) roundTrip(r *http.Request) (*http.Response, error) {
 		finish()
 		return resp, nil
 	}
-	resp.Body = &h3Body{ReadCloser: resp.Body, done: finish}
+	resp.Body = &h3Body{ReadCloser: resp.Body, ctx: r.Context(), done: finish}
 	return resp, nil
 }
 
@@ -362,9 +362,14 @@ func (c *h3Conn) announce() { _ = c.c.Probe() }
 // (quic-go's own Transport gives the same).
 func (c *h3Conn) traceConn() net.Conn { return quicConnView{c.c} }
 
-// h3Body gives its stream back once read to the end or closed.
+// h3Body gives its stream back once read to the end or closed. A read
+// that fails once its request's context ended returns the context's
+// error, as net/http's bodies do: quic-go returns the stream's reset
+// (H3_REQUEST_CANCELLED), which says nothing a caller can tell a
+// cancellation by.
 type h3Body struct {
 	io.ReadCloser
+	ctx  context.Context
 	once sync.Once
 	done func()
 }
@@ -372,6 +377,9 @@ type h3Body struct {
 func (b *h3Body) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err != nil {
+		if err != io.EOF && b.ctx.Err() != nil {
+			err = b.ctx.Err()
+		}
 		b.once.Do(b.done)
 	}
 	return n, err

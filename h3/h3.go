@@ -13,6 +13,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -80,6 +81,9 @@ type pathSocket struct {
 func (c *conn) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := c.cc.RoundTrip(req)
 	if err == nil {
+		if resp.Body != nil && resp.Body != http.NoBody {
+			resp.Body = cutBody{resp.Body}
+		}
 		return resp, nil
 	}
 	if notProcessed(err) {
@@ -88,6 +92,32 @@ func (c *conn) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return nil, err
 }
+
+// cutBody is a response body that, when its connection ended before the
+// body (the server closed it, a stateless reset said it lost it in a
+// restart, or it went silent for the idle timeout), fails with an error
+// that matches io.ErrUnexpectedEOF, as an HTTP/1.1 body cut short does:
+// the Transport then asks for the rest by range where it can, as it does
+// over TCP. quic-go's error stays in the chain.
+type cutBody struct{ io.ReadCloser }
+
+func (b cutBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	var appErr *quic.ApplicationError
+	var reset *quic.StatelessResetError
+	var idle *quic.IdleTimeoutError
+	if errors.As(err, &appErr) && appErr.Remote || errors.As(err, &reset) || errors.As(err, &idle) {
+		err = &cutError{err}
+	}
+	return n, err
+}
+
+// cutError is the error of a body its server cut short: quic-go's, and
+// io.ErrUnexpectedEOF.
+type cutError struct{ err error }
+
+func (e *cutError) Error() string   { return e.err.Error() }
+func (e *cutError) Unwrap() []error { return []error{e.err, io.ErrUnexpectedEOF} }
 
 // notProcessed reports whether err says the server has not processed the
 // request: no stream was opened (quic-go's unexported errConnUnusable:

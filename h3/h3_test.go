@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -43,7 +44,8 @@ type server struct {
 }
 
 // protoHandler answers with the protocol the request came by and where
-// from; /echo returns the request body; /obj/N sends N bytes.
+// from; /echo returns the request body; /obj/N sends N bytes; /hold sends
+// 1000 bytes and holds the response open.
 func protoHandler(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Proto", r.Proto)
 	w.Header().Set("X-Remote", r.RemoteAddr)
@@ -54,6 +56,10 @@ func protoHandler(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.Atoi(r.URL.Path[5:])
 		w.Header().Set("Content-Length", strconv.Itoa(n))
 		w.Write(bytes.Repeat([]byte{'x'}, n))
+	case r.URL.Path == "/hold": // 1000 bytes, then nothing until the request ends
+		w.Write(bytes.Repeat([]byte{'x'}, 1000))
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done()
 	default:
 		io.WriteString(w, r.Proto)
 	}
@@ -215,6 +221,86 @@ func TestDifferentialHTTP3Transport(t *testing.T) {
 		assert.Equal(t, r2.Header.Get("X-Proto"), r1.Header.Get("X-Proto"), path)
 		assert.Equal(t, r2.Header.Get("Content-Type"), r1.Header.Get("Content-Type"), path)
 		assert.Equal(t, b2, b1, path)
+	}
+}
+
+// A body whose request is cancelled, or whose deadline passes, while it
+// waits for bytes fails with the context's error, over HTTP/3 as over
+// HTTP/2 with net/http: a caller tells a cancellation by errors.Is.
+func TestHTTP3BodyEndsWithContextError(t *testing.T) {
+	s := newServer(t, true)
+	ours := s.transport()
+	ours.HTTP3Always = true
+	defer ours.Close()
+	std := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.roots}, ForceAttemptHTTP2: true}
+	defer std.CloseIdleConnections()
+	for _, c := range []struct {
+		name   string
+		rt     http.RoundTripper
+		origin string
+		proto  string
+	}{{"ours", ours, "https://127.0.0.1:" + strconv.Itoa(s.udpPort()), "HTTP/3.0"}, {"net/http", std, s.url(""), "HTTP/2.0"}} {
+		for _, want := range []error{context.Canceled, context.DeadlineExceeded} {
+			t.Run(c.name+"/"+want.Error(), func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				if want == context.DeadlineExceeded {
+					ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+				}
+				defer cancel()
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.origin+"/hold", nil)
+				require.NoError(t, err)
+				resp, err := c.rt.RoundTrip(req)
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				assert.Equal(t, c.proto, resp.Proto)
+				_, err = io.ReadFull(resp.Body, make([]byte, 1000))
+				require.NoError(t, err)
+				if want == context.Canceled {
+					cancel()
+				}
+				_, err = resp.Body.Read(make([]byte, 10)) // returns once the context ends
+				assert.ErrorIs(t, err, want)
+			})
+		}
+	}
+}
+
+// A body whose connection ends before the body's end fails with an error
+// that matches io.ErrUnexpectedEOF, as over TCP, so that the Transport
+// asks for the rest where it can: the server closes it (a restart), or
+// goes silent for the idle timeout (its socket closed).
+func TestHTTP3BodyCutByTheServer(t *testing.T) {
+	for _, how := range []string{"closed", "silent"} {
+		t.Run(how, func(t *testing.T) {
+			s := newServer(t, true)
+			tr := s.transport()
+			tr.HTTP3Always = true
+			tr.HTTP3.(*h3.Dialer).QUICConfig = &quic.Config{MaxIdleTimeout: 300 * time.Millisecond}
+			defer tr.Close()
+			req, err := http.NewRequest(http.MethodGet, "https://127.0.0.1:"+strconv.Itoa(s.udpPort())+"/hold", nil)
+			require.NoError(t, err)
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			require.Equal(t, "HTTP/3.0", resp.Proto)
+			_, err = io.ReadFull(resp.Body, make([]byte, 1000))
+			require.NoError(t, err)
+			if how == "closed" {
+				require.NoError(t, s.h3.Close())
+			} else {
+				require.NoError(t, s.udp.Close())
+			}
+			_, err = io.ReadAll(resp.Body)
+			assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+			var appErr *quic.ApplicationError
+			var idle *quic.IdleTimeoutError
+			if how == "closed" {
+				require.ErrorAs(t, err, &appErr, "quic-go's error, as it was")
+				assert.True(t, appErr.Remote)
+			} else {
+				require.ErrorAs(t, err, &idle, "quic-go's error, as it was")
+			}
+		})
 	}
 }
 
