@@ -3,6 +3,7 @@ package intents
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -87,8 +88,6 @@ func (e *PathDownError) Unwrap() error { return e.Err }
 // Is makes errors.Is(err, ErrPathDown) true.
 func (e *PathDownError) Is(target error) bool { return target == ErrPathDown }
 
-// pathErr explains err by the path going down, if it did.
-
 // PathError is one path's part of a failure over several paths: a dial or
 // lookup that failed on every path the policy chose returns each path's
 // error as a PathError, joined (errors.Join), so none is lost. errors.Is
@@ -123,4 +122,27 @@ func pathErrors(errs []*PathError) error {
 		joined[i] = e
 	}
 	return errors.Join(joined...)
+}
+
+// cutShortError is net/http's error for an HTTP/2 response body that a
+// GOAWAY and then the connection's close cut short, made to match
+// io.ErrUnexpectedEOF, as the body of an HTTP/1.1 response cut short
+// does: net/http reports it with a type it does not export, so a caller
+// could tell it only by its text, which stays net/http's.
+type cutShortError struct{ err error }
+
+func (e *cutShortError) Error() string   { return e.err.Error() }
+func (e *cutShortError) Unwrap() []error { return []error{e.err, io.ErrUnexpectedEOF} }
+
+// cutShort explains net/http's GOAWAY error as a cutShortError.
+func cutShort(err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if fmt.Sprintf("%T", e) == "http.http2GoAwayError" {
+			return &cutShortError{err}
+		}
+	}
+	return err
 }

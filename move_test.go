@@ -92,7 +92,12 @@ func movePathsWith(t *testing.T, srv *httptest.Server, policy func(*scriptedMove
 // is not a loopback one (that one the OS would route, off every path).
 func transportTo(t *testing.T, m *Manager, srv *httptest.Server, host string) (*Transport, string) {
 	t.Helper()
-	addr := srv.Listener.Addr().String()
+	return transportToAddr(t, m, srv.Listener.Addr().String(), host)
+}
+
+// transportToAddr is transportTo for a server at addr.
+func transportToAddr(t *testing.T, m *Manager, addr, host string) (*Transport, string) {
+	t.Helper()
 	var d net.Dialer
 	base := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return d.DialContext(ctx, network, addr)
@@ -273,6 +278,164 @@ func TestMovedResponseResumesWhenItsPathGoesDown(t *testing.T) {
 	assert.EqualValues(t, 1, st["p1"].Moved)
 	assert.EqualValues(t, 1, st["p2"].Resumed, "counted on the path it broke off on")
 }
+
+// A body whose server ends its connection mid-way (HTTP/1.1: closed;
+// HTTP/2: GOAWAY, then closed with the stream unfinished, as a server
+// restarting with a grace period shorter than the download) asks for its
+// rest by range on a new connection, of the same version (If-Range), and
+// the caller reads the whole object without an error. Without a validator
+// it cannot: over HTTP/2 the body fails with net/http's error, which
+// matches io.ErrUnexpectedEOF here, as the HTTP/1.1 one does.
+func TestBodyResumesWhenTheServerCutsItsConnection(t *testing.T) {
+	const size, read = 1_000_003, 32 << 10
+	for _, c := range []struct {
+		proto string
+		etag  string
+	}{{"HTTP/1.1", `"v1"`}, {"HTTP/2.0", `"v1"`}, {"HTTP/2.0", ""}} {
+		t.Run(c.proto+" "+c.etag, func(t *testing.T) {
+			ours := func(addr string) (http.RoundTripper, string) {
+				mover := &scriptedMover{first: &Path{Name: "p1", Up: true, Type: TypeWifi, Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.1")}}}
+				m := loManager(t, mover)
+				m.paths.Store(&[]*Path{mover.first})
+				tr, base := transportToAddr(t, m, addr, "cut.test")
+				return tr, base
+			}
+			h, log, tr, err := cutMidBody(t, c.proto, c.etag, size, read, ours)
+			if c.etag == "" {
+				assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+				_, _, _, std := cutMidBody(t, c.proto, c.etag, size, read, func(addr string) (http.RoundTripper, string) {
+					return &http.Transport{}, "http://" + addr
+				})
+				assert.EqualError(t, err, std.Error(), "net/http's text")
+				assert.Empty(t, log.all(), "the rest cannot be asked for")
+				return
+			}
+			require.NoError(t, err, "the rest, on a new connection")
+			assert.Equal(t, testbed.ObjectSum(size), [32]byte(h), "the whole object, byte for byte")
+			got := log.all()
+			require.Len(t, got, 1, "%q", got)
+			var from int64
+			_, err = fmt.Sscanf(got[0], "/obj bytes=%d-1000002 \"v1\"", &from)
+			require.NoError(t, err, got[0])
+			assert.GreaterOrEqual(t, from, int64(read))
+			assert.EqualValues(t, 1, tr.(*Transport).Stats()["p1"].Resumed)
+		})
+	}
+}
+
+// cutMidBody GETs an object of size bytes (with ETag etag, if set) over
+// the round tripper (and base URL) that transport makes for the server's
+// address, reads read bytes, and has the server end the connection: the
+// SHA-256 of all the body gave, the requests that a second server,
+// answering at the same address from then on, saw, the round tripper and
+// the body's error.
+func cutMidBody(t *testing.T, proto, etag string, size, read int, transport func(addr string) (http.RoundTripper, string)) (
+	sum [32]byte, log *requestLog, rt http.RoundTripper, err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	firstLn, restLn := handOff(t, ln)
+	var protocols http.Protocols
+	protocols.SetHTTP1(proto == "HTTP/1.1")
+	protocols.SetUnencryptedHTTP2(proto == "HTTP/2.0")
+	first := &http.Server{Protocols: &protocols, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if etag != "" {
+			w.Header().Set("ETag", etag)
+		}
+		firstPartThenWait(w, r, size, nil) // until the connection closes
+	})}
+	log = &requestLog{}
+	rest := &http.Server{Protocols: &protocols, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		log.add(r)
+		w.Header().Set("ETag", etag)
+		http.ServeContent(w, r, "", time.Time{}, testbed.NewObject(int64(size)))
+	})}
+	for _, s := range []struct {
+		srv *http.Server
+		l   net.Listener
+	}{{first, firstLn}, {rest, restLn}} {
+		served := make(chan struct{})
+		go func() { defer close(served); s.srv.Serve(s.l) }()
+		t.Cleanup(func() { s.srv.Close(); <-served })
+	}
+	rt, base := transport(ln.Addr().String())
+	switch rt := rt.(type) {
+	case *Transport:
+		rt.Base.Protocols = &protocols
+	case *http.Transport:
+		rt.Protocols = &protocols
+		t.Cleanup(rt.CloseIdleConnections)
+	}
+	req, err := http.NewRequest(http.MethodGet, base+"/obj", nil)
+	require.NoError(t, err)
+	resp, err := rt.RoundTrip(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	assert.Equal(t, proto, resp.Proto)
+	h := sha256.New()
+	_, err = io.CopyN(h, resp.Body, int64(read))
+	require.NoError(t, err)
+	if proto == "HTTP/1.1" {
+		first.Close() // the connection with it, mid-response
+	} else {
+		// GOAWAY, a grace period the download outlasts, then the
+		// connection closed.
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		_ = first.Shutdown(ctx)
+		cancel()
+		first.Close()
+	}
+	_, err = io.Copy(h, resp.Body)
+	return [32]byte(h.Sum(nil)), log, rt, err
+}
+
+// handOff splits the connections l accepts: the first to one listener,
+// the rest to the other, so that two servers answer at one address, as
+// one server before and after a restart.
+func handOff(t *testing.T, l net.Listener) (first, rest net.Listener) {
+	a := &chanListener{conns: make(chan net.Conn), done: make(chan struct{}), addr: l.Addr()}
+	b := &chanListener{conns: make(chan net.Conn), done: make(chan struct{}), addr: l.Addr()}
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for i := 0; ; i++ {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			to := b
+			if i == 0 {
+				to = a
+			}
+			select {
+			case to.conns <- c:
+			case <-to.done:
+				c.Close()
+			}
+		}
+	}()
+	t.Cleanup(func() { l.Close(); <-accepted })
+	return a, b
+}
+
+// chanListener accepts the connections sent on conns.
+type chanListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+	addr  net.Addr
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) Close() error   { l.once.Do(func() { close(l.done) }); return nil }
+func (l *chanListener) Addr() net.Addr { return l.addr }
 
 // Mid-way a body moves with a range request for the rest, of the same
 // version (If-Range), on the path the policy names; the caller reads one

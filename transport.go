@@ -966,7 +966,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 		}
 		b.finish()
 	}
-	return n, b.e.pathErr(err)
+	return n, b.e.pathErr(cutShort(err))
 }
 
 // forgo takes up to n bytes off what the body still owes its connection

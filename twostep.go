@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -117,9 +118,11 @@ func (b *countingBody) path() *Path {
 
 // resumingBody reads the range [pos, end] of an object. When the path it
 // comes over goes down mid-way (onDown), it asks for the rest on another
-// path, with If-Range so the rest is of the same version; and when its
-// policy moves it (move, see Mover), on a new connection on the path the
-// policy names. Anything else ends it with the error.
+// path, with If-Range so the rest is of the same version; when the server
+// ends its connection mid-way (onDown too: see connectionCut), on a new
+// connection; and when its policy moves it (move, see Mover), on a new
+// connection on the path the policy names. Anything else ends it with the
+// error.
 type resumingBody struct {
 	t               *Transport
 	req             *http.Request
@@ -214,7 +217,8 @@ func (b *resumingBody) Read(p []byte) (int, error) {
 			// asked for, or the body fails.
 			err = errEndedShort
 		}
-		again := b.onDown && errors.Is(err, ErrPathDown) || errors.Is(err, errSplitPart) || errors.Is(err, errStalled) || err == errEndedShort
+		cut := b.onDown && connectionCut(err) && b.ctx.Err() == nil
+		again := b.onDown && errors.Is(err, ErrPathDown) || cut || errors.Is(err, errSplitPart) || errors.Is(err, errStalled) || err == errEndedShort
 		if errors.Is(err, io.EOF) || !again || b.pos > b.end {
 			if errors.Is(err, io.EOF) {
 				b.stop() // nothing more to ask for
@@ -222,7 +226,9 @@ func (b *resumingBody) Read(p []byte) (int, error) {
 			return n, err
 		}
 		in, _ := FromContext(b.ctx)
-		if b.path != nil && err != errEndedShort && (!errors.Is(err, errStalled) || b.offStall.Swap(false)) {
+		// The path is left out of the rest's choice when it failed the
+		// body, not when the server ended the connection.
+		if b.path != nil && err != errEndedShort && !(cut && !errors.Is(err, ErrPathDown)) && (!errors.Is(err, errStalled) || b.offStall.Swap(false)) {
 			in = in.without(b.path)
 		}
 		from := b.path
@@ -407,4 +413,13 @@ func (s *stitched) Close() error {
 		errs = append(errs, p.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// connectionCut reports whether err says the server ended a body's
+// connection before the body: closed (a restart, an idle timeout that
+// raced the request) or reset it, or, over HTTP/2, sent GOAWAY and closed
+// the connection with the stream unfinished (see cutShort). The rest of an
+// object asked for by range on a new connection is then the same object's.
+func connectionCut(err error) bool {
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
