@@ -75,6 +75,7 @@ func (c *core) migrate(e *entry, mg migratable, gone bool) {
 	c.nextID++
 	ne.id = c.nextID
 	c.detach(e)
+	e.movedTo.Store(ne)
 	c.entries[ne.key] = append(c.entries[ne.key], ne)
 	c.total++
 	c.stat(to).Migrated++

@@ -63,6 +63,10 @@ type entry struct {
 	// resumes by range from where it is; replayable: the request it
 	// carries, still without a response, may be sent again elsewhere.
 	stalled, resumable, replayable atomic.Bool
+	// movedTo is the entry that took the connection over when it migrated
+	// to another path (see core.migrate): the requests in flight keep this
+	// one, and read how the connection ended from there.
+	movedTo atomic.Pointer[entry]
 
 	// What opened it, for a spare connection on another path when its
 	// own goes quiet (see core.warmSpareLocked); nil dial: none. granted
@@ -129,15 +133,33 @@ func (e *entry) alive() bool {
 	return sockopt.Peek(rc) == sockopt.Quiet
 }
 
-// pathErr explains err by the path going down, if it did.
+// pathErr explains err by the path going down, if it did, or by the
+// connection stalling, on e's path or on a path it migrated to since.
 func (e *entry) pathErr(err error) error {
-	if err != nil && err != io.EOF && e.pathDown.Load() {
-		return &PathDownError{Path: pathName(e.path), Err: err}
+	if err == nil || err == io.EOF {
+		return err
 	}
-	if err != nil && err != io.EOF && e.stalled.Load() {
+	switch down, stalled := e.ended(); {
+	case down != nil:
+		return &PathDownError{Path: pathName(down.path), Err: err}
+	case stalled:
 		return &stalledError{err}
 	}
 	return err
+}
+
+// ended says why e's connection was closed, on e's path or on one it
+// migrated to since: the entry whose path went down, or that it stalled.
+func (e *entry) ended() (down *entry, stalled bool) {
+	for x := e; x != nil; x = x.movedTo.Load() {
+		if x.pathDown.Load() {
+			return x, false
+		}
+		if x.stalled.Load() {
+			return nil, true
+		}
+	}
+	return nil, false
 }
 
 // addPending changes the bytes e (and so its path) still expects.

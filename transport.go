@@ -715,7 +715,8 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 		if err != nil {
 			e.addPending(-expect)
 			err = unwrapTransportErr(err)
-			down, stalled := e.pathDown.Load(), e.stalled.Load()
+			wentDown, stalled := e.ended() // on e's path, or one it migrated to
+			down := wentDown != nil
 			var retry bool
 			switch {
 			case ctx.Err() != nil:
@@ -726,7 +727,7 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 				// connection; a few times, since a server that ends
 				// connections after a few requests may end the next too.
 				retry = attempt < maxUnprocessedRetries
-			case attempt == 0 && (reused || (down && e.path != nil) || stalled):
+			case attempt == 0 && (reused || (down && wentDown.path != nil) || stalled):
 				// A reused connection the server had closed, a path that
 				// went down before any of the response came, or a stalled
 				// connection closed as its previous body ended: once more,
@@ -736,8 +737,8 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 			if retry {
 				if again, ok := rewound(req); ok {
 					req = again
-					if down && e.path != nil {
-						in = in.without(e.path)
+					if down && wentDown.path != nil {
+						in = in.without(wentDown.path)
 					}
 					if err := backoff(ctx, attempt); err != nil {
 						closeBody(req)

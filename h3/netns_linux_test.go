@@ -151,12 +151,13 @@ func TestNetnsHTTP3Child(t *testing.T) {
 // 1 MB of it: by a link event (the client's device down), or as a
 // blackhole (the link stays up, every packet lost both ways). The QUIC
 // connection moves to path 2 with its stream, and both complete byte for
-// byte. It reports how long after the cut path 2 carried the transfer on
+// byte; where path 2 goes down too (twice), the body ends with a
+// PathDownError that names it. It reports how long after the cut path 2 carried the transfer on
 // (32 KiB more than before the cut).
 func TestNetnsHTTP3Migration(t *testing.T) {
 	testbed.SkipIfShort(t, "12 s")
 	testbed.RequireRoot(t)
-	for _, scenario := range []string{"get", "post", "prohibited", "get-blackhole", "post-blackhole"} {
+	for _, scenario := range []string{"get", "post", "prohibited", "twice", "get-blackhole", "post-blackhole"} {
 		t.Run(scenario, func(t *testing.T) {
 			tb := testbed.New(t, testbed.Spec{Servers: 2, Paths: []testbed.PathSpec{
 				testbed.Symmetric(20*time.Millisecond, 20e6), testbed.Symmetric(40*time.Millisecond, 20e6)}})
@@ -188,6 +189,10 @@ func TestNetnsHTTP3Migration(t *testing.T) {
 				} else {
 					assert.NoError(t, tb.SetLinkUp(tb.Paths[0], false))
 				}
+				if scenario == "twice" { // and path 2 once it carried 500 kB more
+					d2 := tb.Paths[1].Down
+					d2.OnBytes(d2.Stats().Bytes+500_000, func() { assert.NoError(t, tb.SetLinkUp(tb.Paths[1], false)) })
+				}
 				cut <- at
 			})
 			testbed.RunTest(t, tb.Client, "TestNetnsHTTP3MigrationChild", scenario+" "+pem)
@@ -197,7 +202,7 @@ func TestNetnsHTTP3Migration(t *testing.T) {
 			default:
 				t.Fatal("path 1 never carried 1 MB of the transfer")
 			}
-			if scenario == "prohibited" {
+			if scenario == "prohibited" || scenario == "twice" {
 				return // the response was cut off: the server may still be writing
 			}
 			b, err := os.ReadFile(filepath.Join(dir, "resumed"))
@@ -255,7 +260,7 @@ func TestNetnsHTTP3MigrationChild(t *testing.T) {
 		}
 	}
 	switch scenario {
-	case "get", "prohibited":
+	case "get", "prohibited", "twice":
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://10.71.100.1/obj/%d", size), nil)
 		require.NoError(t, err)
 		resp, err := tr.RoundTrip(req)
@@ -283,9 +288,20 @@ func TestNetnsHTTP3MigrationChild(t *testing.T) {
 				}
 				continue
 			}
+			if scenario == "twice" && err != nil {
+				// Moved to path 2, which went down too: the body ends
+				// with that path, as one that never moved would.
+				assert.ErrorIs(t, err, intents.ErrPathDown)
+				var pd *intents.PathDownError
+				if assert.ErrorAs(t, err, &pd) {
+					assert.Equal(t, "p2", pd.Path)
+				}
+				assert.EqualValues(t, 1, tr.Stats()["p2"].Migrated)
+				return
+			}
 			require.NoError(t, err, "after %d bytes", n)
 		}
-		require.NotEqual(t, "prohibited", scenario, "the body ended although its path went down")
+		require.NotContains(t, []string{"prohibited", "twice"}, scenario, "the body ended although its path went down")
 		assert.EqualValues(t, size, n)
 		assert.Equal(t, testbed.ObjectSum(size), [32]byte(h.Sum(nil)), "byte for byte")
 	case "post":
