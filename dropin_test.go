@@ -232,6 +232,7 @@ func TestUnprocessedClassification(t *testing.T) {
 	}{
 		{errors.New("http2: Transport received Server's graceful shutdown GOAWAY"), true},
 		{errors.New("http2: client conn not usable"), true},
+		{errors.New("http2: client conn could not be established"), true},
 		{errors.New("stream error: stream ID 7; REFUSED_STREAM"), true},
 		{fmt.Errorf("wrapped: %w", errors.New("http2: client conn not usable")), true},
 		{fmt.Errorf("%w: %w", ErrUnprocessed, errors.New("http3: conn unusable: GOAWAY")), true}, // an HTTP3Conn's
@@ -241,5 +242,11 @@ func TestUnprocessedClassification(t *testing.T) {
 		{context.Canceled, false},
 	} {
 		assert.Equal(t, tc.want, unprocessed(tc.err), "%v", tc.err)
+		// Given back to the caller, such an error matches ErrUnprocessed,
+		// with its own text.
+		marked := markUnprocessed(tc.err)
+		assert.Equal(t, tc.want, errors.Is(marked, ErrUnprocessed), "%v", tc.err)
+		assert.ErrorIs(t, marked, tc.err)
+		assert.Equal(t, tc.err.Error(), marked.Error())
 	}
 }

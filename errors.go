@@ -124,25 +124,37 @@ func pathErrors(errs []*PathError) error {
 	return errors.Join(joined...)
 }
 
-// cutShortError is net/http's error for an HTTP/2 response body that a
-// GOAWAY and then the connection's close cut short, made to match
-// io.ErrUnexpectedEOF, as the body of an HTTP/1.1 response cut short
-// does: net/http reports it with a type it does not export, so a caller
-// could tell it only by its text, which stays net/http's.
-type cutShortError struct{ err error }
+// alsoError is err that errors.Is also matches with also: a sentinel
+// net/http's own error lacks, which a caller can tell it by. Its text is
+// err's, as net/http gives it.
+type alsoError struct{ err, also error }
 
-func (e *cutShortError) Error() string   { return e.err.Error() }
-func (e *cutShortError) Unwrap() []error { return []error{e.err, io.ErrUnexpectedEOF} }
+func (e *alsoError) Error() string   { return e.err.Error() }
+func (e *alsoError) Unwrap() []error { return []error{e.err, e.also} }
 
-// cutShort explains net/http's GOAWAY error as a cutShortError.
+// cutShort explains net/http's error for an HTTP/2 response body that a
+// GOAWAY and then the connection's close cut short, which it reports with
+// a type it does not export: it matches io.ErrUnexpectedEOF too, as an
+// HTTP/1.1 body cut short does.
 func cutShort(err error) error {
 	if err == nil || err == io.EOF {
 		return err
 	}
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		if fmt.Sprintf("%T", e) == "http.http2GoAwayError" {
-			return &cutShortError{err}
+			return &alsoError{err, io.ErrUnexpectedEOF}
 		}
+	}
+	return err
+}
+
+// markUnprocessed makes an error after which the server cannot have
+// processed the request (see unprocessed) match ErrUnprocessed, where the
+// Transport gave up sending it again: a caller may send it once more,
+// whatever its method.
+func markUnprocessed(err error) error {
+	if unprocessed(err) && !errors.Is(err, ErrUnprocessed) {
+		return &alsoError{err, ErrUnprocessed}
 	}
 	return err
 }

@@ -83,7 +83,9 @@ type HTTP3Path interface {
 // the server cannot have processed the request (no stream could be
 // opened, or the server rejected the stream as unprocessed). The
 // Transport sends such a request again on another connection, whatever
-// its method, as net/http does after a graceful GOAWAY.
+// its method, as net/http does after a graceful GOAWAY. A request the
+// Transport gave up sending again fails with an error that matches it
+// (over HTTP/1.1 and HTTP/2 too): the caller may send it once more.
 var ErrUnprocessed = errors.New("intents: request not processed by the server")
 
 // HTTP3 defaults.

@@ -32,6 +32,9 @@ func unprocessed(err error) bool {
 		switch msg := e.Error(); {
 		case msg == "http2: Transport received Server's graceful shutdown GOAWAY",
 			msg == "http2: client conn not usable",
+			// A new connection closed before its first request went out
+			// (net/http's errClientConnNotEstablished).
+			msg == "http2: client conn could not be established",
 			strings.HasPrefix(msg, "stream error: ") && strings.HasSuffix(msg, "; REFUSED_STREAM"):
 			return true
 		}

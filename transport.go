@@ -747,7 +747,7 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 					continue
 				}
 			}
-			return nil, e.pathErr(err)
+			return nil, e.pathErr(markUnprocessed(err))
 		}
 		if object.origin != "" && resp.ContentLength >= 0 && resp.StatusCode == http.StatusOK {
 			learnSize(t.sizes, t.core, object, resp.ContentLength)
