@@ -188,13 +188,18 @@ func (c *h3Conn) stalled(now time.Time) bool {
 }
 
 func (c *h3Conn) available() int {
-	if c.dead() {
+	if c.c.Err() != nil { // closed, or a GOAWAY came: no new requests
 		return 0
 	}
 	return max(http3Streams-int(c.streams.Load()), 0)
 }
-func (c *h3Conn) inFlight() int   { return int(c.streams.Load()) }
-func (c *h3Conn) dead() bool      { return c.c.Err() != nil }
+func (c *h3Conn) inFlight() int { return int(c.streams.Load()) }
+
+// dead reports a connection that takes no new requests and carries none:
+// after a GOAWAY the streams in flight finish first (RFC 9114 section
+// 5.2), as on net/http's HTTP/2 connections, rather than being cut when
+// the pool closes the connection as their neighbours end.
+func (c *h3Conn) dead() bool      { return c.c.Err() != nil && c.streams.Load() == 0 }
 func (c *h3Conn) close() error    { return c.c.Close() }
 func (c *h3Conn) ownReader() bool { return true }
 func (c *h3Conn) unreserve()      { c.done() }
