@@ -896,3 +896,26 @@ func doSoakRequest(tr *intents.Transport, req soakRequest, cancelAt time.Duratio
 	o.cancelled = err != nil && errors.Is(err, context.Canceled) && fired.Load()
 	return o
 }
+
+// The chaos schedule is the seed's: the same seed gives the same faults
+// (a failing run replays), another seed others; no fault of a kind
+// starts on a path while one of that kind is active there.
+func TestChaosScheduleIsTheSeeds(t *testing.T) {
+	a, b := chaosSchedule(7, time.Hour), chaosSchedule(7, time.Hour)
+	require.Equal(t, a, b)
+	assert.NotEqual(t, a, chaosSchedule(8, time.Hour))
+	assert.Greater(t, len(a), 600, "a fault every 2 to 6 s")
+	kinds := map[faultKind]bool{}
+	for i, f := range a {
+		kinds[f.kind] = true
+		if i > 0 {
+			assert.Greater(t, f.at, a[i-1].at)
+		}
+		for _, g := range a[:i] {
+			if g.kind == f.kind && g.path == f.path && f.path >= 0 {
+				assert.LessOrEqual(t, g.at+g.dur, f.at, "%v overlaps %v", f, g)
+			}
+		}
+	}
+	assert.Len(t, kinds, int(numFaults), "every kind of fault")
+}
