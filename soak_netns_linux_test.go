@@ -320,7 +320,12 @@ func runChaos(ctx context.Context, t *testing.T, tb *testbed.Testbed, servers []
 				}
 			})
 		case faultLoss:
-			both(p, func(lp *testbed.LinkParams) { lp.Loss = f.loss * float64(boolInt(!s.end)) })
+			both(p, func(lp *testbed.LinkParams) {
+				lp.Loss = f.loss
+				if s.end {
+					lp.Loss = 0
+				}
+			})
 		case faultUDP:
 			both(p, func(lp *testbed.LinkParams) { lp.DropUDP = !s.end })
 		case faultTrace:
@@ -335,13 +340,6 @@ func runChaos(ctx context.Context, t *testing.T, tb *testbed.Testbed, servers []
 		}
 	}
 	<-ctx.Done()
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // postCounter serves api.test: POST /post counts each arrival by its id
