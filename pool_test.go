@@ -787,47 +787,55 @@ func TestUndoGivesTheSlotBack(t *testing.T) {
 }
 
 // A policy that answers with a pointer to a copy of a candidate (a loop
-// variable's address) still reuses the connection it meant.
+// variable's address) still reuses the connection it meant. The
+// destination is one the policy decides (not loopback, which the operating
+// system routes without asking it).
 func TestReuseOfACandidateCopy(t *testing.T) {
-	s := startLineServer(t)
+	a := fakePath("a", "10.9.0.1")
+	var asked int
 	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+		asked++
 		for _, c := range req.Candidates {
 			if c.Available > 0 {
 				d.Choices = append(d.Choices, Choice{Reuse: &c})
 			}
 		}
-		d.Choices = append(d.Choices, Choice{Path: req.Paths[0]})
+		d.Choices = append(d.Choices, Choice{Path: req.Paths[0], Fresh: true})
 	}))
-	p := &Pool{Manager: m}
-	defer p.Close()
-	c, _, err := p.Get(context.Background(), "tcp", s.addr())
+	busy, free := busyEntry(1, a), busyEntry(2, a)
+	free.c.(*fakeConn).busy = false
+	c := poolWith(m, 6, 17, []*Path{a}, busy, free)
+	defer c.close()
+	g, err := c.wait(context.Background(), connRequest{key: "k", dest: testDest}, nil)
 	require.NoError(t, err)
-	ask(t, c, "a")
-	c.Release()
-	c, reused, err := p.Get(context.Background(), "tcp", s.addr())
-	require.NoError(t, err)
-	defer c.Close()
-	assert.True(t, reused, "the copy's ID named the connection")
+	assert.Equal(t, 1, asked, "the policy decided")
+	assert.Same(t, free, g.e, "the copy's ID named the free connection")
+	c.undo(g)
 }
 
 // The policy runs outside the pool's lock: one that looks at the pool
 // (here its statistics, which take the lock) does not deadlock it.
 func TestPolicyRunsOutsideThePoolLock(t *testing.T) {
-	s := startLineServer(t)
-	var p *Pool
+	a := fakePath("a", "10.9.0.1")
+	var c *core
+	var asked int
 	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
-		_ = p.Stats()
-		d.Choices = append(d.Choices, Choice{Path: req.Paths[0]})
+		asked++
+		_ = c.pathStats()
+		d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[0]})
 	}))
-	p = &Pool{Manager: m}
-	p.init()
-	defer p.Close()
-	within(t, "a Get whose policy reads the pool's statistics", func() {
-		c, _, err := p.Get(context.Background(), "tcp", s.addr())
+	free := busyEntry(1, a)
+	free.c.(*fakeConn).busy = false
+	c = poolWith(m, 6, 17, []*Path{a}, free)
+	within(t, "a request whose policy reads the pool's statistics", func() {
+		g, err := c.wait(context.Background(), connRequest{key: "k", dest: testDest}, nil)
 		if assert.NoError(t, err) {
-			c.Close()
+			assert.Same(t, free, g.e)
+			c.undo(g)
 		}
 	})
+	assert.Equal(t, 1, asked, "the policy decided")
+	c.close() // not deferred: after a deadlock it would wait for the lock too
 }
 
 // A choice is checked against the pool as it is once the policy returns:
