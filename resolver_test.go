@@ -160,6 +160,29 @@ func TestLookupPathAnswersAndCaches(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// Each path has a cache of its own: a name answered on one path is asked
+// again on another, of that path's own server, whose answer (another
+// view, as a split-horizon or a CDN's per-network DNS gives) is the one
+// returned there.
+func TestLookupPathCachesPerPath(t *testing.T) {
+	srvA := startFakeDNS(t, answering("www.test. 60 IN A 192.0.2.1"), nil)
+	srvB := startFakeDNS(t, answering("www.test. 60 IN A 198.51.100.1"), nil)
+	r := testResolver(nil)
+	a, b := loPath(srvA), loPath(srvB)
+	b.Name, b.Index = "lo-b", 2
+
+	for range 2 {
+		addrs, err := r.LookupPath(context.Background(), a, "tcp4", "www.test")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"192.0.2.1"}, addrStrings(addrs), "path a's view")
+		addrs, err = r.LookupPath(context.Background(), b, "tcp4", "www.test")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"198.51.100.1"}, addrStrings(addrs), "path b's view, not a's cached one")
+	}
+	assert.EqualValues(t, 1, srvA.queries.Load(), "path a's server asked once, then its cache")
+	assert.EqualValues(t, 1, srvB.queries.Load(), "path b's server asked once, then its cache")
+}
+
 func addrStrings(addrs []netip.Addr) []string {
 	var s []string
 	for _, a := range addrs {
