@@ -295,8 +295,17 @@ func TestPoolTickWithSystemRoutedConnections(t *testing.T) {
 	require.NoError(t, err)
 	ask(t, c, "a")
 	for range deliveryTicks + 1 {
-		p.core.sampler.tick() // connections with no path have nothing to estimate
+		p.core.sampler.tick()
 	}
+	// Connections the OS routed have no path to estimate: no delivery
+	// window is kept for them, and no path gains a rate.
+	p.core.sampler.mu.Lock()
+	assert.Empty(t, p.core.sampler.windows)
+	p.core.sampler.mu.Unlock()
+	for _, path := range p.Manager.Paths() {
+		assert.Zero(t, path.Estimate().Rate, path.Name)
+	}
+	assert.Equal(t, "1:b", ask(t, c, "b"), "the connection still serves")
 	c.Release()
 }
 

@@ -195,7 +195,6 @@ func TestSmoke(t *testing.T) {
 		}
 		assert.Equal(t, len(w.Objects), n, "%s: every object's path is known", rec.Contender)
 		// Every timeout sends a segment again.
-		assert.GreaterOrEqual(t, rec.Timeouts, int64(0))
 		assert.GreaterOrEqual(t, rec.Retransmits, rec.Timeouts, "%v %s: retransmissions", k, rec.Contender)
 	}
 	assert.Len(t, records, len(scens)*len(workloads)*len(keys))

@@ -4,6 +4,7 @@ import (
 	"net"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -52,11 +53,18 @@ func TestQuietAndUnread(t *testing.T) {
 	require.NoError(t, err)
 	rc, err := c.(*net.TCPConn).SyscallConn()
 	require.NoError(t, err)
+	// Loopback delivers at once, but not synchronously: look when the
+	// socket is readable (the poller says so), for at most the deadline.
 	var info Info
-	for info.Unread < 1000 { // loopback delivers at once, but not synchronously
-		info, err = Get(rc)
-		require.NoError(t, err)
-	}
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	var getErr error
+	readErr := rc.Read(func(uintptr) bool {
+		info, getErr = Get(rc)
+		return getErr != nil || info.Unread >= 1000
+	})
+	require.NoError(t, readErr)
+	require.NoError(t, getErr)
+	require.NoError(t, c.SetReadDeadline(time.Time{}))
 	assert.Equal(t, 1000, info.Unread)
 	_, err = c.Read(make([]byte, 1000))
 	require.NoError(t, err)
@@ -66,8 +74,9 @@ func TestQuietAndUnread(t *testing.T) {
 	assert.Zero(t, info.Unacked, "nothing sent")
 	assert.Zero(t, info.Timeouts)
 	first := info.LastDataRecv
-	// The clock of TCP_INFO runs in jiffies: wait for it to move on.
-	for info.LastDataRecv <= first {
+	// The clock of TCP_INFO runs in jiffies (at most 10 ms): look until it
+	// moves on, for at most five seconds.
+	for deadline := time.Now().Add(5 * time.Second); info.LastDataRecv <= first && time.Now().Before(deadline); {
 		info, err = Get(rc)
 		require.NoError(t, err)
 		runtime.Gosched()
