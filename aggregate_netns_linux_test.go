@@ -123,12 +123,39 @@ func TestNetnsAggregateChild(t *testing.T) {
 	p1 := get(t, plain, only("p1"), 4e6, nil)
 	p2 := get(t, plain, only("p2"), 4e6, nil)
 	var mp got
-	if mptcp.Supported() == nil && m.MPTCPError() == nil {
+	t.Run("mptcp", func(t *testing.T) {
+		if err := mptcp.Supported(); err != nil {
+			t.Skip("needs MPTCP in the kernel: ", err)
+		}
+		require.NoError(t, m.MPTCPError(), "the Manager's MPTCP endpoints")
 		fresh := &intents.Transport{Manager: m} // no pooled plain TCP connection to reuse
 		defer fresh.CloseIdleConnections()
+		before := rxBytes(t)
+		const size = 6e6
 		mp = get(t, fresh, intents.Intents{Multipath: intents.MultipathAggregate,
-			Interfaces: map[string]intents.Level{"p1": intents.LevelPrefer}}, 6e6, nil)
-	}
+			Interfaces: map[string]intents.Level{"p1": intents.LevelPrefer}}, size, nil)
+		after := rxBytes(t)
+		rx1, rx2 := after[0]-before[0], after[1]-before[1]
+		t.Logf("MPTCP download of %.0f bytes: received by device p1 %d, p2 %d", size, rx1, rx2)
+		assert.Equal(t, testbed.ObjectSum(size), mp.sum, "byte for byte the object")
+		assert.Greater(t, rx1+rx2, int64(size), "the object came over the two devices")
+		assert.Greater(t, rx2, int64(size/10), "a subflow on path 2 carried its part")
+
+		// Handover through a Transport: path 2's subflow stays a backup,
+		// with nothing beside it to make its endpoint a subflow's again
+		// (an open aggregate connection would: closed first).
+		fresh.CloseIdleConnections()
+		handover := &intents.Transport{Manager: m}
+		defer handover.CloseIdleConnections()
+		before = rxBytes(t)
+		got := get(t, handover, intents.Intents{Multipath: intents.MultipathHandover,
+			Interfaces: map[string]intents.Level{"p1": intents.LevelPrefer}}, 3e6, nil)
+		after = rxBytes(t)
+		rx1, rx2 = after[0]-before[0], after[1]-before[1]
+		t.Logf("MPTCP handover download of 3e6 bytes: received by device p1 %d, p2 %d", rx1, rx2)
+		assert.Equal(t, testbed.ObjectSum(3e6), got.sum, "byte for byte the object")
+		assert.Less(t, rx2, int64(3e6/20), "path 2 kept in reserve")
+	})
 	const big = 20e6
 	all := get(t, agg, intents.Intents{}, big, nil)
 	per, ok := intents.AggregateStats(all.body)

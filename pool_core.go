@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sockintents/intents/internal/sockopt"
+	"github.com/sockintents/intents/mptcp"
 )
 
 // The pool core: the registry of connections and its limits. The queue of
@@ -729,6 +730,14 @@ const warmTimeout = probeRTTTimeout
 // constrained), nor where the request would rather not go.
 func warmable(p *Path, in *Intents) bool {
 	if !p.Up || !responsive(p) || p.Expensive || p.Constrained {
+		return false
+	}
+	if in.Multipath == MultipathHandover && mptcp.Supported() == nil {
+		// An MPTCP handover connection has a backup subflow on the other
+		// paths already. A spare would be a handover connection that
+		// starts there, and an endpoint's backup flag (one per address,
+		// for every connection) cannot be backup for the first and not
+		// for the spare: the first's backup subflow would carry data.
 		return false
 	}
 	l, _ := effectiveLevel(in, p)
