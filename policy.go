@@ -162,8 +162,9 @@ type Choice struct {
 	// Reuse, if set, is one of Request.Candidates (a pointer into the
 	// slice, or to a copy: its ID tells which): reuse that connection
 	// (wait for it, if it is busy: while a new connection could be opened
-	// instead, at most a second, then the next choice; its response body
-	// may be held unread by the very caller that waits).
+	// instead, at most a second for all the busy connections a request
+	// waits for, then the next choice that is not a busy connection; its
+	// response body may be held unread by the very caller that waits).
 	Reuse *Candidate
 	// Path, if set (and Reuse nil), sends on this path: over a free pooled
 	// connection on it if there is one (unless Fresh), else a new one.

@@ -205,8 +205,8 @@ func (c *core) applyReuse(w *waiter, cand *Candidate, now time.Time) (grant, ste
 	if g, ok := c.freeOn(w, e.path, now); ok {
 		return g, stepGranted
 	}
-	if w.waitedOut[e] && c.roomFor(w.key) {
-		return grant{}, stepNext // waited long enough for it
+	if w.waitedOut && c.roomFor(w.key) {
+		return grant{}, stepNext // waited long enough for busy connections
 	}
 	if cand.Available > 0 {
 		// The policy chose it free, and it was taken meanwhile: waiting

@@ -29,9 +29,10 @@ type waiter struct {
 	// waiting there (Candidate.Waiting).
 	wants *entry
 	// timer ends a wait for a busy connection while there is room for a
-	// new one; waitedOut are the connections it ended waits for.
+	// new one; waitedOut says it did: w waits for no busy connection
+	// again while a new one could be had.
 	timer     *time.Timer
-	waitedOut map[*entry]bool
+	waitedOut bool
 	// wantsPath is the path its policy last wanted a new connection on
 	// when the destination had none there and no room: it is served before
 	// the queue when a connection goes idle (see servePass).
@@ -179,25 +180,23 @@ func (q *waitQueue) bytesFor(key string, skip *waiter, originTypical, floor int6
 	return n
 }
 
-// maxWaitForBusy bounds how long a request waits for a particular busy
-// connection while it could open a new one.
+// maxWaitForBusy bounds how long a request waits for busy connections
+// while it could open a new one.
 var maxWaitForBusy = time.Second
 
 // waitAtMost arms w's timer: after maxWaitForBusy, w stops waiting for
-// the busy connection it waits for then (the policy may have turned from
-// the one it first waited for to another meanwhile: the bound is on the
-// wait, not on one connection) and takes its policy's next choice. Under
-// c.mu.
+// busy connections and takes its policy's first choice that is not one.
+// The bound is on the wait, not on one connection: the policy may turn
+// from one busy connection to another, and a connection whose body its
+// caller holds unread looks as near its end as any (all its bytes have
+// arrived), so a bound per connection would add a second for each one
+// held. Under c.mu.
 func (c *core) waitAtMost(w *waiter) {
 	c.decideAgainAfter(w, &w.timer, maxWaitForBusy, func() bool {
-		e := w.wants
-		if e == nil { // it waits for room now, not for a connection
+		if w.wants == nil { // it waits for room now, not for a connection
 			return false
 		}
-		if w.waitedOut == nil {
-			w.waitedOut = map[*entry]bool{}
-		}
-		w.waitedOut[e] = true
+		w.waitedOut = true
 		return true
 	})
 }

@@ -1105,3 +1105,39 @@ func TestWaitForABusyConnectionEndsAfterTheChoiceChanged(t *testing.T) {
 		require.Fail(t, "still waiting for connection 2")
 	}
 }
+
+// The bound on waiting for busy connections is on the whole wait: once a
+// request has waited it out for one, it does not wait again for the next
+// busy connection its policy names (each held unread by its caller, as a
+// page's bodies may be, would otherwise add a bound of its own) but takes
+// the first choice that is not a busy connection.
+func TestWaitForBusyConnectionsIsBoundedInAll(t *testing.T) {
+	defer func(d time.Duration) { maxWaitForBusy = d }(maxWaitForBusy)
+	maxWaitForBusy = 20 * time.Millisecond
+	a := fakePath("a", "10.9.0.1")
+	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
+		for i := range req.Candidates {
+			d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
+		}
+		d.Choices = append(d.Choices, Choice{Path: a, Fresh: true})
+	}))
+	c := poolWith(m, 6, 17, []*Path{a}, busyEntry(1, a), busyEntry(2, a), busyEntry(3, a))
+	defer c.close()
+	w := queuedWaiter(100)
+	setQueue(c, w)
+	c.serve()
+	c.mu.Lock()
+	require.NotNil(t, w.wants, "it waits for a busy connection")
+	require.NotNil(t, w.timer, "for at most maxWaitForBusy")
+	// A second wait, were one armed, would last for ever.
+	maxWaitForBusy = time.Hour
+	c.mu.Unlock()
+
+	select {
+	case g := <-w.ch:
+		assert.True(t, g.dials(), "a new connection once the first wait ran out")
+		c.undo(g)
+	case <-time.After(10 * time.Second): // far beyond the bound
+		require.Fail(t, "waiting for another busy connection")
+	}
+}
