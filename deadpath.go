@@ -496,6 +496,7 @@ func (c *core) openSpare(s dialSlot, timeout time.Duration, dial func(ctx contex
 	ctx, cancel := context.WithTimeout(c.measureCtx, timeout)
 	pc, raw, err := dial(ctx, s.choice)
 	cancel()
+	mp := err == nil && mptcpOf(raw) // a system call: before the lock
 	c.mu.Lock()
 	if err != nil || c.closed {
 		c.endDial(s, false)
@@ -506,7 +507,7 @@ func (c *core) openSpare(s dialSlot, timeout time.Duration, dial func(ctx contex
 		c.serve()
 		return
 	}
-	e := c.addLocked(s, pc, raw, dial)
+	e := c.addLocked(s, pc, raw, mp, dial)
 	e.spare = true
 	c.changedLocked(e) // idle from the start
 	c.serveLocked()

@@ -415,6 +415,7 @@ func (c *core) open(ctx context.Context, s dialSlot, in *Intents,
 		c.serve()
 		return nil, err
 	}
+	mp := mptcpOf(raw) // a system call: before the lock
 	c.mu.Lock()
 	if c.closed {
 		c.endDial(s, false)
@@ -422,7 +423,7 @@ func (c *core) open(ctx context.Context, s dialSlot, in *Intents,
 		pc.close()
 		return nil, ErrPoolClosed
 	}
-	e := c.addLocked(s, pc, raw, dial)
+	e := c.addLocked(s, pc, raw, mp, dial)
 	c.sampler.setActive(e, true)
 	e.addPending(s.size)
 	c.mu.Unlock()
@@ -434,10 +435,11 @@ func (c *core) open(ctx context.Context, s dialSlot, in *Intents,
 }
 
 // addLocked puts the connection that s's dial opened in the pool, under
-// c.mu; the slot's place in the limits becomes the entry's.
-func (c *core) addLocked(s dialSlot, pc pooled, raw net.Conn, dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) *entry {
+// c.mu; the slot's place in the limits becomes the entry's. mptcp says
+// whether it runs MPTCP (see mptcpOf: read before the lock).
+func (c *core) addLocked(s dialSlot, pc pooled, raw net.Conn, mptcp bool, dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) *entry {
 	now := time.Now()
-	e := &entry{key: s.key, path: s.path, c: pc, raw: raw, created: now, lastUsed: now, mptcp: isMPTCP(raw),
+	e := &entry{key: s.key, path: s.path, c: pc, raw: raw, created: now, lastUsed: now, mptcp: mptcp,
 		dest: s.dest, permitted: s.permitted, dial: dial}
 	c.nextID++
 	e.id = c.nextID
@@ -480,6 +482,10 @@ func logGrant(ctx context.Context, log *slog.Logger, in *Intents, g grant, asked
 	}
 	log.LogAttrs(ctx, slog.LevelDebug, "intents grant", attrs...)
 }
+
+// mptcpOf reports whether c runs MPTCP: a getsockopt, so never under
+// core.mu. A variable for tests to watch it.
+var mptcpOf = isMPTCP
 
 func isMPTCP(c net.Conn) bool {
 	if ic, ok := c.(*Conn); ok {

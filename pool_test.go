@@ -1141,3 +1141,27 @@ func TestWaitForBusyConnectionsIsBoundedInAll(t *testing.T) {
 		require.Fail(t, "waiting for another busy connection")
 	}
 }
+
+// The pool reads a new connection's MPTCP state (a getsockopt) before it
+// takes its lock, as it makes every other system call outside it.
+func TestMPTCPStateIsReadOutsideThePoolLock(t *testing.T) {
+	s := startLineServer(t)
+	p := testPool(t)
+	p.init()
+	var calls, underLock atomic.Int32
+	defer func(f func(net.Conn) bool) { mptcpOf = f }(mptcpOf)
+	mptcpOf = func(c net.Conn) bool {
+		calls.Add(1)
+		if p.core.mu.TryLock() {
+			p.core.mu.Unlock()
+		} else {
+			underLock.Add(1)
+		}
+		return isMPTCP(c)
+	}
+	c, _, err := p.Get(context.Background(), "tcp", s.addr())
+	require.NoError(t, err)
+	c.Close()
+	assert.Positive(t, calls.Load(), "read for the new connection")
+	assert.Zero(t, underLock.Load(), "read under the pool's lock")
+}
