@@ -230,9 +230,19 @@ type ProbeConfig struct {
 type Manager struct {
 	cfg Config
 
-	paths   atomic.Pointer[[]*Path]
-	mu      sync.Mutex // guards changed and refresh
-	changed chan struct{}
+	paths atomic.Pointer[[]*Path]
+	// mu guards changed and the swap of a new table into paths (never the
+	// discovery before it: netlink and sysfs reads run without it).
+	// started numbers the refreshes begun, stored the one whose table
+	// paths holds: a refresh that began earlier and ended later does not
+	// replace a newer table.
+	mu              sync.Mutex
+	changed         chan struct{}
+	started, stored uint64
+
+	// testHookDiscovered, if set, is given what a refresh's discovery
+	// found, before it is swapped in, and returns what is.
+	testHookDiscovered func([]*Path) []*Path
 
 	resolver *Resolver
 	stop     func() error
@@ -245,7 +255,8 @@ type Manager struct {
 	mptcpErr error
 	mptcp    mptcpUse
 
-	estimators map[string]*estimate.Path // guarded by mu
+	estMu      sync.Mutex
+	estimators map[string]*estimate.Path // guarded by estMu
 
 	subsMu sync.Mutex
 	subs   map[*func()]struct{} // called after each change of the table
@@ -482,11 +493,22 @@ func (m *Manager) Refresh() error {
 
 func (m *Manager) refresh() (changed bool, err error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.started++
+	gen := m.started
+	m.mu.Unlock()
 	paths, err := m.discover()
 	if err != nil {
 		return false, err
 	}
+	if m.testHookDiscovered != nil {
+		paths = m.testHookDiscovered(paths)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if gen < m.stored {
+		return false, nil // a refresh begun later has stored what it found
+	}
+	m.stored = gen
 	if old := m.paths.Load(); old != nil && slices.EqualFunc(*old, paths, pathEqual) {
 		return false, nil
 	}
@@ -537,12 +559,7 @@ func (m *Manager) discover() ([]*Path, error) {
 			}
 			p.Prior = Estimate{RTT: pc.RTT, MinRTT: pc.RTT, Bandwidth: pc.Bandwidth}
 		}
-		// Estimates outlive the table's snapshots: keyed by interface name.
-		p.est = m.estimators[p.Name]
-		if p.est == nil {
-			p.est = estimate.New(p.Prior.RTT, float64(p.Prior.Bandwidth))
-			m.estimators[p.Name] = p.est
-		}
+		p.est = m.estimatorOf(p)
 		m.pathDNS(p, pc, sys)
 		paths = append(paths, p)
 	}
@@ -565,6 +582,19 @@ func (m *Manager) discover() ([]*Path, error) {
 		add(ifs[idx], pc, addrsOf(ifs[idx]))
 	}
 	return paths, nil
+}
+
+// estimatorOf returns the estimator of p's interface: estimates outlive
+// the table's snapshots, keyed by interface name.
+func (m *Manager) estimatorOf(p *Path) *estimate.Path {
+	m.estMu.Lock()
+	defer m.estMu.Unlock()
+	est := m.estimators[p.Name]
+	if est == nil {
+		est = estimate.New(p.Prior.RTT, float64(p.Prior.Bandwidth))
+		m.estimators[p.Name] = est
+	}
+	return est
 }
 
 // linkResolver is a link's DNS state as systemd-resolved keeps it.
