@@ -50,7 +50,7 @@ func startDoH(t *testing.T, answer func(w http.ResponseWriter, q *dns.Msg)) (*do
 	d.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 65536))
 		q := new(dns.Msg)
-		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != dohContentType || q.Unpack(body) != nil {
+		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/dns-message" || q.Unpack(body) != nil {
 			http.Error(w, "bad query", http.StatusBadRequest)
 			return
 		}
@@ -71,7 +71,7 @@ func startDoH(t *testing.T, answer func(w http.ResponseWriter, q *dns.Msg)) (*do
 }
 
 func writeDNS(w http.ResponseWriter, m *dns.Msg) {
-	w.Header().Set("Content-Type", dohContentType)
+	w.Header().Set("Content-Type", "application/dns-message")
 	w.Write(pack(m))
 }
 
@@ -87,7 +87,7 @@ func dohPath(t *testing.T, d *dohServer, roots *x509.CertPool) (*Path, *Resolver
 	p.DNSOverHTTPS = []HTTPSServer{srv}
 	r := testResolver(nil)
 	r.Manager = &Manager{cfg: Config{DNSTLSConfig: &tls.Config{RootCAs: roots}}}
-	t.Cleanup(r.closeEncrypted)
+	t.Cleanup(r.wire.Close)
 	return p, r, plain
 }
 
@@ -121,7 +121,7 @@ func TestDNSOverHTTPSHostileAnswers(t *testing.T) {
 			w.Write(pack(good(q)))
 		}, "not application/dns-message"},
 		{"oversized", func(w http.ResponseWriter, q *dns.Msg) {
-			w.Header().Set("Content-Type", dohContentType)
+			w.Header().Set("Content-Type", "application/dns-message")
 			w.Write(pack(good(q)))
 			w.Write(make([]byte, 70000))
 		}, "longer than any DNS message"},
@@ -136,12 +136,12 @@ func TestDNSOverHTTPSHostileAnswers(t *testing.T) {
 			writeDNS(w, reply(q2, "evil.test. 60 IN A 192.0.2.66"))
 		}, "does not answer the query"},
 		{"status 500", func(w http.ResponseWriter, q *dns.Msg) {
-			w.Header().Set("Content-Type", dohContentType)
+			w.Header().Set("Content-Type", "application/dns-message")
 			w.WriteHeader(http.StatusInternalServerError)
 			w.Write(pack(good(q)))
 		}, "500"},
 		{"garbage", func(w http.ResponseWriter, q *dns.Msg) {
-			w.Header().Set("Content-Type", dohContentType)
+			w.Header().Set("Content-Type", "application/dns-message")
 			w.Write([]byte("not a DNS message"))
 		}, "DNS over HTTPS"},
 	} {

@@ -87,7 +87,7 @@ func TestDNSOverTLSKeptConnectionClosed(t *testing.T) {
 	p.DNSOverTLS = []TLSServer{{Addr: srv.addr}} // the certificate must show 127.0.0.1
 	r := testResolver(nil)
 	r.Manager = &Manager{cfg: Config{DNSTLSConfig: &tls.Config{RootCAs: ca.Pool}}}
-	defer r.closeEncrypted()
+	defer r.wire.Close()
 	for _, name := range []string{"a.test", "b.test"} {
 		addrs, err := r.LookupPath(context.Background(), p, "ip4", name)
 		require.NoError(t, err, name)
@@ -110,7 +110,7 @@ func TestDNSOverTLSWrongCertificate(t *testing.T) {
 	p.DNSOverTLS = []TLSServer{{Addr: srv.addr, Name: "other.example"}}
 	r := testResolver(nil)
 	r.Manager = &Manager{cfg: Config{DNSTLSConfig: &tls.Config{RootCAs: ca.Pool}}}
-	defer r.closeEncrypted()
+	defer r.wire.Close()
 	_, err = r.LookupPath(context.Background(), p, "ip4", "www.test")
 	var de *net.DNSError
 	require.ErrorAs(t, err, &de)
@@ -138,7 +138,7 @@ func TestDNSOverTLSSilentServer(t *testing.T) {
 	p := loPath(plain)
 	p.DNSOverTLS = []TLSServer{{Addr: netip.MustParseAddrPort(l.Addr().String())}}
 	r := testResolver(nil)
-	defer r.closeEncrypted()
+	defer r.wire.Close()
 	start := time.Now()
 	_, err = r.LookupPath(context.Background(), p, "ip4", "www.test")
 	require.Error(t, err)

@@ -378,7 +378,7 @@ func NewManager(cfg Config) (*Manager, error) {
 // Close stops watching interface changes and probing. The Manager's table
 // stays usable.
 func (m *Manager) Close() error {
-	m.resolver.closeEncrypted()
+	m.resolver.wire.Close()
 	m.removeMPTCPEndpoints()
 	if m.probing != nil {
 		select {

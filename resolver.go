@@ -3,10 +3,8 @@ package intents
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"errors"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"strings"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/sockintents/intents/internal/dnsclient"
 	"github.com/sockintents/intents/internal/sockopt"
 )
 
@@ -47,9 +46,9 @@ type Resolver struct {
 	hosts hostsTable
 	now   func() time.Time // for tests; nil is time.Now
 
-	dot    map[dotKey]*tls.Conn       // idle DNS-over-TLS connections, under mu
-	doh    map[dohKey]*http.Transport // DNS-over-HTTPS transports, under mu
-	closed bool                       // its Manager closed: no more are kept
+	// wire speaks to the servers, and keeps encrypted connections per
+	// path between queries.
+	wire dnsclient.Client
 }
 
 func (r *Resolver) clock() time.Time {
@@ -108,6 +107,10 @@ func (r *Resolver) init() {
 		if r.MaxTTL <= 0 {
 			r.MaxTTL = DefaultMaxTTL
 		}
+		r.wire.Timeout = r.Timeout
+		if m != nil {
+			r.wire.TLSConfig = m.cfg.DNSTLSConfig
+		}
 	})
 }
 
@@ -118,20 +121,22 @@ func (r *Resolver) manager() (*Manager, error) {
 	return DefaultManager()
 }
 
-// prune forgets cached answers of paths that are gone or changed.
+// prune forgets the cached answers and closes the kept encrypted
+// connections of paths that are gone or down.
 func (r *Resolver) prune(paths []*Path) {
 	r.init() // the cache is made there
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	live := make(map[string]bool, len(paths))
 	for _, p := range paths {
 		live[p.Name] = p.Up
 	}
+	r.mu.Lock()
 	for k := range r.cache {
 		if !live[k.path] {
 			delete(r.cache, k)
 		}
 	}
+	r.mu.Unlock()
+	r.wire.Forget(func(path string) bool { return !live[path] })
 }
 
 // Endpoint is one way to reach a destination: a remote address, and the
@@ -369,21 +374,22 @@ func (r *Resolver) query(ctx context.Context, p *Path, name string, qtype uint16
 
 	m := new(dns.Msg)
 	m.SetQuestion(name, qtype)
-	m.SetEdns0(1232, false) // the DNS flag day 2020 size: no IP fragmentation
+	m.SetEdns0(dnsclient.EDNSSize, false)
+	via := r.route(p)
 	var lastErr error
 	// done takes a server's reply: true if the query is answered.
 	var addrs []netip.Addr
 	var rerr error
 	done := func(server string, reply *dns.Msg, err error) bool {
 		if err == nil {
-			err = checkReply(m, reply)
+			err = dnsclient.CheckReply(m, reply)
 		}
 		if err != nil {
 			lastErr = &net.DNSError{Err: err.Error(), UnwrapErr: err, Name: name, Server: server, IsTimeout: isTimeout(err)}
 			return false
 		}
 		var ttl time.Duration
-		addrs, ttl = extract(reply, name, qtype)
+		addrs, ttl = dnsclient.Extract(reply, name, qtype)
 		r.store(key, cacheEntry{addrs: addrs, rcode: reply.Rcode, expires: r.clock().Add(min(ttl, r.MaxTTL))})
 		rerr = rcodeErr(reply.Rcode, name)
 		return true
@@ -393,7 +399,7 @@ func (r *Resolver) query(ctx context.Context, p *Path, name string, qtype uint16
 		// Encrypted servers first; plaintext ones only if the path has
 		// none, or may fall back to them.
 		for _, srv := range p.DNSOverTLS {
-			reply, err := r.exchangeTLS(ctx, p, srv, m)
+			reply, err := r.wire.ExchangeTLS(ctx, via, srv.Addr, srv.Name, m)
 			if done(srv.String(), reply, err) {
 				return addrs, rerr
 			}
@@ -402,7 +408,7 @@ func (r *Resolver) query(ctx context.Context, p *Path, name string, qtype uint16
 			}
 		}
 		for _, srv := range p.DNSOverHTTPS {
-			reply, err := r.exchangeHTTPS(ctx, p, srv, m)
+			reply, err := r.wire.ExchangeHTTPS(ctx, via, srv.URL, srv.Addr, m)
 			if done(srv.URL, reply, err) {
 				return addrs, rerr
 			}
@@ -416,7 +422,7 @@ func (r *Resolver) query(ctx context.Context, p *Path, name string, qtype uint16
 		for i := range p.DNS {
 			si := (start + i) % len(p.DNS)
 			server := p.DNS[si]
-			reply, err := r.exchange(ctx, p, server, m)
+			reply, err := r.wire.Exchange(ctx, via, server, m)
 			if done(server.String(), reply, err) {
 				r.mu.Lock()
 				r.next[p.Name] = si // stay with a server that answers
@@ -467,26 +473,11 @@ func (r *Resolver) store(k cacheKey, e cacheEntry) {
 	r.cache[k] = e
 }
 
-// exchange sends m to server through path p over UDP, and again over TCP
-// when the reply is truncated. A loopback server (a local stub resolver) is
-// reached over loopback, since no interface binding can reach it.
-func (r *Resolver) exchange(ctx context.Context, p *Path, server netip.AddrPort, m *dns.Msg) (*dns.Msg, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
-	defer cancel()
-	reply, err := r.exchangeNet(ctx, p, server, m, "udp")
-	if err == nil && reply.Truncated {
-		reply, err = r.exchangeNet(ctx, p, server, m, "tcp")
-	}
-	return reply, err
-}
-
-func (r *Resolver) exchangeNet(ctx context.Context, p *Path, server netip.AddrPort, m *dns.Msg, network string) (*dns.Msg, error) {
-	conn, err := r.dialPath(ctx, p, server, network)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	return exchangeOn(ctx, conn, m, network)
+// route is how queries reach p's servers: dialed through p.
+func (r *Resolver) route(p *Path) dnsclient.Route {
+	return dnsclient.Route{Name: p.Name, Dial: func(ctx context.Context, network string, server netip.AddrPort) (net.Conn, error) {
+		return r.dialPath(ctx, p, server, network)
+	}}
 }
 
 // dialPath connects to server through p: bound to p unless server is a
@@ -505,134 +496,9 @@ func (r *Resolver) dialPath(ctx context.Context, p *Path, server netip.AddrPort,
 	return d.DialContext(ctx, network, server.String())
 }
 
-// maxUDPReply is the largest UDP reply taken: the EDNS size each query
-// advertises (the DNS flag day 2020 size, no IP fragmentation). A larger
-// datagram is not an answer to it.
-const maxUDPReply = 1232
-
-// exchangeConn sends m on conn and returns the reply. Over UDP, where
-// anyone who guesses the port can send a datagram, a datagram that does
-// not parse or does not answer m is ignored and the wait goes on until the
-// deadline, as Go's own resolver does (net/dnsclient_unix.go,
-// dnsPacketRoundTrip): a forged or stray datagram must not cost the
-// genuine reply.
-func exchangeConn(conn net.Conn, m *dns.Msg, network string) (*dns.Msg, error) {
-	co := &dns.Conn{Conn: conn}
-	if err := co.WriteMsg(m); err != nil {
-		return nil, err
-	}
-	if network != "udp" {
-		reply, err := co.ReadMsg()
-		if err == nil && !answers(m, reply) {
-			err = errors.New("reply does not answer the query")
-		}
-		return reply, err
-	}
-	buf := make([]byte, maxUDPReply+1)
-	for {
-		n, err := conn.Read(buf)
-		if err != nil {
-			return nil, err
-		}
-		reply := new(dns.Msg)
-		if n > maxUDPReply || reply.Unpack(buf[:n]) != nil || !answers(m, reply) {
-			continue
-		}
-		return reply, nil
-	}
-}
-
-// answers reports whether reply is a response to q: its ID and its
-// question.
-func answers(q, reply *dns.Msg) bool {
-	return reply.Response && reply.Id == q.Id && len(reply.Question) == 1 &&
-		strings.EqualFold(reply.Question[0].Name, q.Question[0].Name) &&
-		reply.Question[0].Qtype == q.Question[0].Qtype && reply.Question[0].Qclass == q.Question[0].Qclass
-}
-
-// checkReply rejects replies that do not answer q: not a response, another
-// question, or a server failure (which the next server may not have).
-func checkReply(q, reply *dns.Msg) error {
-	if !answers(q, reply) {
-		return errors.New("reply does not answer the query")
-	}
-	switch reply.Rcode {
-	case dns.RcodeSuccess, dns.RcodeNameError:
-		return nil
-	}
-	return errors.New("server answered " + dns.RcodeToString[reply.Rcode])
-}
-
 // DefaultMaxTTL is how long the Resolver caches an answer at most, by
 // default.
 const DefaultMaxTTL = 24 * time.Hour
-
-// ttl is a record's TTL as a duration: RFC 2181 §8 has a TTL with the top
-// bit set count as 0.
-func ttl(v uint32) time.Duration {
-	if v >= 1<<31 {
-		return 0
-	}
-	return time.Duration(v) * time.Second
-}
-
-// maxNegativeTTL caps negative caching (RFC 2308 suggests 1-3 hours; a
-// mobile host's view changes sooner).
-const maxNegativeTTL = 5 * time.Minute
-
-// extract follows the CNAME chain from name and returns the addresses of
-// type qtype at its end, with the smallest TTL on the way; for an empty
-// answer, the negative TTL from the SOA (none without one).
-func extract(reply *dns.Msg, name string, qtype uint16) ([]netip.Addr, time.Duration) {
-	target := strings.ToLower(name)
-	minTTL := time.Duration(1<<63 - 1)
-	// A chain is at most as long as the answer section.
-	for range len(reply.Answer) + 1 {
-		next := ""
-		for _, rr := range reply.Answer {
-			if h := rr.Header(); h.Class == dns.ClassINET && strings.EqualFold(h.Name, target) {
-				if cn, ok := rr.(*dns.CNAME); ok {
-					next = strings.ToLower(cn.Target)
-					minTTL = min(minTTL, ttl(h.Ttl))
-				}
-			}
-		}
-		if next == "" {
-			break
-		}
-		target = next
-	}
-	var addrs []netip.Addr
-	for _, rr := range reply.Answer {
-		h := rr.Header()
-		if !strings.EqualFold(h.Name, target) || h.Rrtype != qtype || h.Class != dns.ClassINET {
-			continue // another name, type, or class (CH, HS: no Internet address)
-		}
-		var ip net.IP
-		switch v := rr.(type) {
-		case *dns.A:
-			ip = v.A
-		case *dns.AAAA:
-			ip = v.AAAA
-		}
-		if a, ok := netip.AddrFromSlice(ip); ok {
-			if qtype == dns.TypeA {
-				a = a.Unmap()
-			}
-			addrs = append(addrs, a)
-			minTTL = min(minTTL, ttl(h.Ttl))
-		}
-	}
-	if len(addrs) > 0 {
-		return addrs, minTTL
-	}
-	for _, rr := range reply.Ns {
-		if soa, ok := rr.(*dns.SOA); ok && soa.Hdr.Class == dns.ClassINET {
-			return nil, min(ttl(soa.Hdr.Ttl), ttl(soa.Minttl), maxNegativeTTL)
-		}
-	}
-	return nil, 0
-}
 
 // hostsTable reads a hosts file, again when it changes; it looks for a
 // change at most every hostsCheckInterval, as the standard library's
