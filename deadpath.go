@@ -84,7 +84,7 @@ func deadAfter(rtt time.Duration) time.Duration  { return max(3*rtt, quietDeadAf
 // silence, if it goes on, calls for the next look (0: nothing sooner than
 // the next tick).
 func (c *core) checkQuiet(e *entry, info tcpinfo.Info, activeSince time.Time) time.Duration {
-	if _, ok := e.c.(*clientConn); !ok || e.path == nil || c.m == nil || e.mptcp {
+	if e.c.carrier() != carrierTCP || e.path == nil || c.m == nil || e.mptcp {
 		// Lent out whole (Pool): no telling whether data is owed. MPTCP:
 		// the kernel moves it to its other subflows.
 		return 0
@@ -275,7 +275,7 @@ func (c *core) tcpOn(p *Path) []*entry {
 	var on []*entry
 	for _, es := range c.entries {
 		for _, e := range es {
-			if _, ok := e.c.(*clientConn); ok && e.path != nil && e.path.Name == p.Name && !e.migrating && !e.mptcp {
+			if e.c.carrier() == carrierTCP && e.path != nil && e.path.Name == p.Name && !e.migrating && !e.mptcp {
 				on = append(on, e)
 			}
 		}
@@ -342,14 +342,9 @@ func (c *core) closeSilent(es []*entry) {
 // that can be had again, before its response) or whose body resumes
 // there by range.
 func (e *entry) recoverable() bool {
-	n := e.c.inFlight()
-	if cc, ok := e.c.(*clientConn); ok {
-		// Its requests, not the pool's reservations besides, which count
-		// a request twice until its round trip returns (one not sent yet
-		// fails as unprocessed, and is sent again).
-		n = cc.cc.InFlight()
-	}
-	switch n {
+	// Its requests, not the pool's reservations besides (one not sent yet
+	// fails as unprocessed, and is sent again).
+	switch e.c.requests() {
 	case 0:
 		return true
 	case 1:

@@ -199,10 +199,12 @@ func (c *h3Conn) inFlight() int { return int(c.streams.Load()) }
 // after a GOAWAY the streams in flight finish first (RFC 9114 section
 // 5.2), as on net/http's HTTP/2 connections, rather than being cut when
 // the pool closes the connection as their neighbours end.
-func (c *h3Conn) dead() bool      { return c.c.Err() != nil && c.streams.Load() == 0 }
-func (c *h3Conn) close() error    { return c.c.Close() }
-func (c *h3Conn) ownReader() bool { return true }
-func (c *h3Conn) unreserve()      { c.done() }
+func (c *h3Conn) dead() bool       { return c.c.Err() != nil && c.streams.Load() == 0 }
+func (c *h3Conn) close() error     { return c.c.Close() }
+func (c *h3Conn) ownReader() bool  { return true }
+func (c *h3Conn) carrier() carrier { return carrierQUIC }
+func (c *h3Conn) requests() int    { return c.inFlight() }
+func (c *h3Conn) unreserve()       { c.done() }
 
 func (c *h3Conn) reserve() bool {
 	if c.available() <= 0 {

@@ -15,6 +15,9 @@ type migratable interface {
 	// prepare readies the moves from path on, as soon as it is opened.
 	prepare(ctx context.Context, m *Manager, on *Path)
 	migrate(ctx context.Context, m *Manager, from *Path) (*Path, error)
+	// stallRetryFrom holds off judging it stalled again for a while
+	// after a move from a path still up failed.
+	stallRetryFrom(now time.Time)
 }
 
 // migrateStalled moves e, whose path stopped answering it while its path
@@ -46,9 +49,7 @@ func (c *core) migrate(e *entry, mg migratable, gone bool) {
 	defer cancel()
 	to, err := mg.migrate(ctx, c.m, e.path)
 	if err != nil && !gone {
-		if h, ok := e.c.(*h3Conn); ok {
-			h.stallRetryFrom(time.Now())
-		}
+		mg.stallRetryFrom(time.Now())
 	}
 	if log := c.m.debugLogger(ctx); log != nil {
 		if err != nil {

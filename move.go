@@ -2,7 +2,6 @@ package intents
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -215,10 +214,7 @@ func (t *Transport) movable(req *http.Request, resp *http.Response, e *entry, pr
 
 // multiplexed reports whether e's requests are streams of their own, one
 // of which can end without the connection (HTTP/3).
-func multiplexed(e *entry) bool {
-	_, ok := e.c.(*h3Conn)
-	return ok
-}
+func multiplexed(e *entry) bool { return e.c.carrier() == carrierQUIC }
 
 // moveTo asks the policy whether the rest of a response, left bytes on e,
 // should move, and if so takes e's place for the new connection: the
@@ -277,14 +273,14 @@ func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate, splitRoom
 	return context.WithValue(ctx, moveSlotKey{}, &moveTicket{slot: s}), true, splitPlan{}
 }
 
-// body is cb or, where the rest of the response can be had with a range
-// request (see rangeBody), a body that moves mid-way when the policy says
+// body is, where the rest of the response can be had with a range request
+// (see rangeBody), a body over cb that moves mid-way when the policy says
 // (resumingBody.maybeMove), and resumes on another path if its own goes
-// down.
-func (mc *moveCheck) body(req *http.Request, resp *http.Response, cb *countingBody) io.ReadCloser {
+// down; nil where it cannot (cb is then the body).
+func (mc *moveCheck) body(req *http.Request, resp *http.Response, cb *countingBody) *resumingBody {
 	b := rangeBody(mc.t, req, resp, cb)
 	if b == nil {
-		return cb
+		return nil
 	}
 	mc.next = time.Now().Add(moveCheckInterval)
 	b.move, b.cb = mc, cb

@@ -163,10 +163,12 @@ func (r *rawConn) inFlight() int {
 	return 0
 }
 
-func (r *rawConn) reserve() bool   { return !r.closed.Load() && r.inUse.CompareAndSwap(false, true) }
-func (r *rawConn) unreserve()      { r.inUse.Store(false) }
-func (r *rawConn) dead() bool      { return r.closed.Load() }
-func (r *rawConn) ownReader() bool { return false }
+func (r *rawConn) reserve() bool    { return !r.closed.Load() && r.inUse.CompareAndSwap(false, true) }
+func (r *rawConn) unreserve()       { r.inUse.Store(false) }
+func (r *rawConn) dead() bool       { return r.closed.Load() }
+func (r *rawConn) ownReader() bool  { return false }
+func (r *rawConn) carrier() carrier { return carrierWhole }
+func (r *rawConn) requests() int    { return r.inFlight() }
 
 func (r *rawConn) close() error {
 	r.closed.Store(true)

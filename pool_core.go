@@ -37,6 +37,33 @@ type pooled interface {
 	// A connection lent out whole has none: the pool looks at its socket
 	// before handing it out again.
 	ownReader() bool
+	// carrier is what carries its requests.
+	carrier() carrier
+	// requests is how many requests it carries on the wire: inFlight
+	// without the slots reserved for requests not sent yet.
+	requests() int
+}
+
+// carrier is what carries a pooled connection's requests, which decides
+// how the pool watches it and what can be done with its requests.
+type carrier int
+
+const (
+	// carrierWhole: a connection lent out whole (Pool); what it carries
+	// is its caller's business.
+	carrierWhole carrier = iota
+	// carrierTCP: HTTP/1 or HTTP/2 over TCP; its silence is read from
+	// TCP_INFO (see core.checkQuiet).
+	carrierTCP
+	// carrierQUIC: HTTP/3; each request a stream that can end alone.
+	carrierQUIC
+)
+
+// stallWatcher is a pooled connection that tells for itself whether its
+// path stopped answering it (an HTTP/3 connection, from what it received;
+// TCP connections are judged from TCP_INFO instead).
+type stallWatcher interface {
+	stalled(now time.Time) bool
 }
 
 // entry is one pooled connection.

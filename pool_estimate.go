@@ -90,7 +90,7 @@ func (s *sampler) watch() {
 	var look []*entry
 	var lookSince []time.Time
 	for _, e := range s.active {
-		if _, ok := e.c.(*h3Conn); ok || (!e.quietAt.IsZero() && !now.Before(e.quietAt)) {
+		if _, ok := e.c.(stallWatcher); ok || (!e.quietAt.IsZero() && !now.Before(e.quietAt)) {
 			look = append(look, e)
 			lookSince = append(lookSince, e.activeSince)
 		}
@@ -102,8 +102,8 @@ func (s *sampler) watch() {
 	}
 	s.mu.Unlock()
 	for i, e := range look {
-		if h, ok := e.c.(*h3Conn); ok {
-			if s.stalled != nil && h.stalled(now) {
+		if sw, ok := e.c.(stallWatcher); ok {
+			if s.stalled != nil && sw.stalled(now) {
 				s.stalled(e)
 			}
 			continue

@@ -324,11 +324,13 @@ func (f *fakeConn) inFlight() int {
 	}
 	return 0
 }
-func (f *fakeConn) reserve() bool   { ok := !f.busy && !f.closed; f.busy = true; return ok }
-func (f *fakeConn) unreserve()      { f.busy = false }
-func (f *fakeConn) dead() bool      { return f.closed }
-func (f *fakeConn) close() error    { return nil }
-func (f *fakeConn) ownReader() bool { return false }
+func (f *fakeConn) reserve() bool    { ok := !f.busy && !f.closed; f.busy = true; return ok }
+func (f *fakeConn) unreserve()       { f.busy = false }
+func (f *fakeConn) dead() bool       { return f.closed }
+func (f *fakeConn) close() error     { return nil }
+func (f *fakeConn) ownReader() bool  { return false }
+func (f *fakeConn) carrier() carrier { return carrierWhole }
+func (f *fakeConn) requests() int    { return f.inFlight() }
 
 // fakePath is a wired path with one address.
 func fakePath(name, addr string) *Path {

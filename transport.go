@@ -514,12 +514,17 @@ type clientConn struct {
 	reserved atomic.Int32 // slots taken whose round trip has not returned
 }
 
-func (c *clientConn) available() int  { return max(c.cc.Available()-int(c.reserved.Load()), 0) }
-func (c *clientConn) inFlight() int   { return c.cc.InFlight() + int(c.reserved.Load()) }
-func (c *clientConn) unreserve()      { c.reserved.Add(-1) }
-func (c *clientConn) dead() bool      { return c.cc.Err() != nil }
-func (c *clientConn) close() error    { return c.cc.Close() }
-func (c *clientConn) ownReader() bool { return true }
+func (c *clientConn) available() int   { return max(c.cc.Available()-int(c.reserved.Load()), 0) }
+func (c *clientConn) inFlight() int    { return c.cc.InFlight() + int(c.reserved.Load()) }
+func (c *clientConn) unreserve()       { c.reserved.Add(-1) }
+func (c *clientConn) dead() bool       { return c.cc.Err() != nil }
+func (c *clientConn) close() error     { return c.cc.Close() }
+func (c *clientConn) ownReader() bool  { return true }
+func (c *clientConn) carrier() carrier { return carrierTCP }
+
+// requests is its requests, not the pool's reservations besides, which
+// count a request twice until its round trip returns.
+func (c *clientConn) requests() int { return c.cc.InFlight() }
 func (c *clientConn) watch(hook func()) {
 	c.cc.SetStateHook(func(*http.ClientConn) { hook() })
 }
@@ -786,24 +791,25 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 			}
 			cb.expect.Store(expect)
 			resp.Body = cb
+			var resumes *resumingBody
 			switch {
 			case mc != nil:
-				resp.Body = mc.body(req, resp, cb)
+				resumes = mc.body(req, resp, cb)
 			case resumable(req, resp, e, proxy != nil):
 				// A response that moved is not moved again, but resumes
 				// if the path it moved onto goes down or its connection
 				// stalls, as one that did not move does.
-				if b := rangeBody(t, req, resp, cb); b != nil {
-					resp.Body = b
-				}
+				resumes = rangeBody(t, req, resp, cb)
+			}
+			if resumes != nil {
+				resp.Body = resumes
 			}
 			// A body that resumes by range may move off a stalled
 			// connection (core.resumeStalled): on HTTP/1 only, where the
 			// connection carries nothing else until the body ends (an
 			// HTTP/2 one may be left with another stream, which would
 			// fail, when this one's body has ended).
-			_, resumes := resp.Body.(*resumingBody)
-			e.resumable.Store((resumes || resumedByCaller(ctx)) && resp.ProtoMajor == 1)
+			e.resumable.Store((resumes != nil || resumedByCaller(ctx)) && resp.ProtoMajor == 1)
 		} else {
 			e.addPending(-expect)
 		}
@@ -901,6 +907,14 @@ func (t *Transport) Close() error {
 	t.init()
 	t.core.close()
 	return nil
+}
+
+// countedBy is rc as this Transport's body of a connection in its pool,
+// nil if it is not one (a response from a proxy's or a caller's own
+// RoundTripper).
+func countedBy(rc io.ReadCloser) *countingBody {
+	cb, _ := rc.(*countingBody)
+	return cb
 }
 
 // countingBody counts a response body's bytes for the path's statistics.

@@ -99,14 +99,6 @@ func (t *Transport) twoStep(req *http.Request) (*http.Response, error) {
 	return whole(&stitched{parts: []io.ReadCloser{resp1.Body, rest2}}), nil
 }
 
-// countedBy is rc as this Transport's body of a connection in its pool,
-// nil if it is not one (a response from a proxy's or a caller's own
-// RoundTripper).
-func countedBy(rc io.ReadCloser) *countingBody {
-	cb, _ := rc.(*countingBody)
-	return cb
-}
-
 // path is the path the body comes over (nil: the OS's routing, or no
 // body of the pool's).
 func (b *countingBody) path() *Path {
