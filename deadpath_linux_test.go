@@ -35,7 +35,7 @@ func TestPathAnswersThroughAnyTarget(t *testing.T) {
 	silent := silentPeer(t)
 	l := listen(t, "tcp4", "127.0.0.1:0")
 	up := netip.MustParseAddrPort(l.Addr().String())
-	c := newCore(loManager(t, nil), limits{})
+	c := newCore(loManager(t, nil), coreConfig{})
 	defer c.close()
 	p := c.m.Paths()[0]
 

@@ -82,7 +82,7 @@ func TestProbeAnsweredByRefusal(t *testing.T) {
 	l := listen(t, "tcp4", "127.0.0.1:0")
 	port := uint16(l.Addr().(*net.TCPAddr).Port)
 	l.Close() // nothing listens now: the kernel refuses
-	c := newCore(loManager(t, nil), limits{})
+	c := newCore(loManager(t, nil), coreConfig{})
 	defer c.close()
 	err := c.probeLive(context.Background(), c.m.Paths()[0], netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port))
 	require.Error(t, err)

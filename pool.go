@@ -76,10 +76,10 @@ func (p *Pool) init() {
 		if l.idleTimeout == 0 {
 			l.idleTimeout = DefaultIdleTimeout
 		}
-		p.core = newCore(p.Manager, l)
-		p.core.measure = func(ctx context.Context, path *Path, dest Destination) {
-			p.dialer().probeRTT(ctx, p.core.m, path, dest)
-		}
+		m, d := p.Manager, p.dialer()
+		p.core = newCore(m, coreConfig{limits: l, measure: func(ctx context.Context, path *Path, dest Destination) {
+			d.probeRTT(ctx, m, path, dest)
+		}})
 	})
 }
 

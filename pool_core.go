@@ -202,7 +202,7 @@ func (e *entry) addPending(delta int64) {
 // system calls run outside it.
 type core struct {
 	m *Manager
-	limits
+	coreConfig
 
 	mu      sync.Mutex
 	entries map[string][]*entry // by key
@@ -221,14 +221,24 @@ type core struct {
 	// within the idle limits once the waiters had their chance at them.
 	wentIdle []*entry
 
-	unsub     func()
-	unsubOnce sync.Once
-	sampler   sampler
+	unsub         func()
+	unsubOnce     sync.Once
+	sampler       sampler
+	measuring     sync.WaitGroup // runs of measure; close ends them
+	stopMeasuring context.CancelFunc
+	measureCtx    context.Context
+
+	testHookQueued func() // called under mu when a request joins the queue
+}
+
+// coreConfig is what the owner of a pool (Pool, Transport) gives its core
+// when it makes it.
+type coreConfig struct {
+	limits
 	// measure, if set, connects to a destination through a path and closes
 	// the connection at once: the handshake is a sample of the path's
 	// RTT (see measureOthers). Its runs end by close.
-	measure   func(ctx context.Context, p *Path, dest Destination)
-	measuring sync.WaitGroup
+	measure func(ctx context.Context, p *Path, dest Destination)
 	// warm has a destination's first connection open a spare one on each
 	// other path (see prepareOthers): a Transport's, whose connections
 	// idle until a request is sent on them.
@@ -242,10 +252,6 @@ type core struct {
 	// for origin stands on enough responses for a burst of requests (see
 	// holdsForSizes). A lock of its own, as originSize.
 	originSettled func(origin string) bool
-	stopMeasuring context.CancelFunc
-	measureCtx    context.Context
-
-	testHookQueued func() // called under mu when a request joins the queue
 }
 
 // limits are a pool's bounds; 0 means none.
@@ -257,8 +263,8 @@ type limits struct {
 	idleTimeout time.Duration // an idle connection is closed after this
 }
 
-func newCore(m *Manager, l limits) *core {
-	c := &core{m: m, limits: l,
+func newCore(m *Manager, cfg coreConfig) *core {
+	c := &core{m: m, coreConfig: cfg,
 		entries: map[string][]*entry{}, dialing: map[dialKey]int{}, stats: map[string]*PathStats{}}
 	c.measureCtx, c.stopMeasuring = context.WithCancel(context.Background())
 	c.sampler.stalled = c.migrateStalled

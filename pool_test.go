@@ -372,7 +372,7 @@ func setQueue(c *core, ws ...*waiter) {
 // destination "k".
 func poolWith(m *Manager, perHost, total int, paths []*Path, es ...*entry) *core {
 	m.paths.Store(&paths)
-	c := newCore(m, limits{maxPerHost: perHost, maxTotal: total, idleTimeout: time.Minute})
+	c := newCore(m, coreConfig{limits: limits{maxPerHost: perHost, maxTotal: total, idleTimeout: time.Minute}})
 	c.entries["k"] = es
 	c.total = len(es)
 	return c
@@ -781,7 +781,7 @@ func TestWaitForABusyConnectionEnds(t *testing.T) {
 // A grant given back unused (its waiter's context ended as it was handed
 // over) frees the slot it reserved.
 func TestUndoGivesTheSlotBack(t *testing.T) {
-	c := newCore(nil, limits{maxPerHost: 6, maxTotal: 17, idleTimeout: time.Minute})
+	c := newCore(nil, coreConfig{limits: limits{maxPerHost: 6, maxTotal: 17, idleTimeout: time.Minute}})
 	e := &entry{id: 1, key: "k", c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
 	c.entries["k"] = []*entry{e}
 	c.total = 1
@@ -893,16 +893,15 @@ func TestMeasureOthers(t *testing.T) {
 	}
 	dialed, unknown, known, down := path("dialed", 0), path("unknown", 0), path("known", 20*time.Millisecond), path("down", 0)
 	down.Up = false
-	c := newCore(nil, limits{})
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var measured []string
-	c.measure = func(ctx context.Context, p *Path, dest Destination) {
+	c := newCore(nil, coreConfig{measure: func(ctx context.Context, p *Path, dest Destination) {
 		mu.Lock()
 		measured = append(measured, p.Name)
 		mu.Unlock()
 		<-release
-	}
+	}})
 	slot := dialSlot{path: dialed, dest: testDest, permitted: []*Path{dialed, unknown, known, down}}
 	c.measureOthers(slot, nil)
 	c.measureOthers(slot, nil) // while the first is under way: nothing more
@@ -945,14 +944,12 @@ func TestWarmOthers(t *testing.T) {
 		return warmed
 	}
 	run := func(t *testing.T, l limits) (c *core, warmed, measured []string) {
-		c = newCore(nil, l)
-		c.warm = true
 		var mu sync.Mutex
-		c.measure = func(ctx context.Context, p *Path, dest Destination) {
+		c = newCore(nil, coreConfig{limits: l, warm: true, measure: func(ctx context.Context, p *Path, dest Destination) {
 			mu.Lock()
 			defer mu.Unlock()
 			measured = append(measured, p.Name)
-		}
+		}})
 		warmed = dialOnce(c)
 		slices.Sort(measured)
 		return c, warmed, measured

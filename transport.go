@@ -385,27 +385,26 @@ func (t *Transport) init() {
 	if l.idlePerHost == 0 { // as net/http's maxIdleConnsPerHost; negative: none kept
 		l.idlePerHost = http.DefaultMaxIdleConnsPerHost
 	}
-	t.core = newCore(t.Manager, l)
+	t.sizes = &sizeCache{max: t.MaxSizeHints}
+	if t.sizes.max == 0 {
+		t.sizes.max = 4096
+	}
+	cfg := coreConfig{limits: l, originSize: t.sizes.originSize, originSettled: t.sizes.settled}
 	if t.dial == nil { // a Base's own dialer is the user's to run
 		// Not a method value: the core must not keep t reachable (see
 		// the cleanup below).
 		dialer, proxy, m := t.dialer, t.proxy, t.Manager
-		t.core.measure = func(ctx context.Context, p *Path, dest Destination) {
+		cfg.measure = func(ctx context.Context, p *Path, dest Destination) {
 			measurePath(ctx, dialer, proxy, m, p, dest)
 		}
-		t.core.warm = true
+		cfg.warm = true
 	}
+	t.core = newCore(t.Manager, cfg)
 	if t.Manager != nil {
 		// A Transport dropped without Close still ends its subscription
 		// to the Manager once it is collected.
 		runtime.AddCleanup(t, func(c *core) { c.unsubscribe() }, t.core)
 	}
-	t.sizes = &sizeCache{max: t.MaxSizeHints}
-	if t.sizes.max == 0 {
-		t.sizes.max = 4096
-	}
-	t.core.originSize = t.sizes.originSize
-	t.core.originSettled = t.sizes.settled
 	t.ready.Store(true)
 }
 
