@@ -65,7 +65,7 @@ func (m *Manager) decide(ctx context.Context, q query, buf []Choice) (d decision
 // caller (see DecisionInfo.SizeSource).
 type query struct {
 	in         *Intents
-	sizeSource string
+	sizeSource SizeSource
 	dest       Destination
 	loopback   hostHint // whether dest.Host is a loopback host, if known
 	cands      []Candidate
@@ -294,7 +294,7 @@ func appendPath(cs []Choice, c Choice) []Choice {
 // DecisionInfo is one decision with its inputs, for tracing.
 type DecisionInfo struct {
 	Intents    Intents
-	SizeSource string // where Intents.SizeToBeReceived came from: SizeFromIntents, SizeFromURL, SizeFromOrigin, SizeFromRecent, SizeFromResponse, or "" (unknown)
+	SizeSource SizeSource // where Intents.SizeToBeReceived came from ("": unknown)
 	Dest       Destination
 	Permitted  []*Path     // the paths the policy was offered
 	Excluded   []Exclusion // and why the others were not

@@ -247,7 +247,7 @@ type coreConfig struct {
 	// not seen and where it came from (SizeFromOrigin or SizeFromRecent;
 	// "" if nothing is known; see connRequest.sizeOrigin). It takes a lock
 	// of its own: never one of the pool's.
-	originSize func(origin string) (int64, string)
+	originSize func(origin string) (int64, SizeSource)
 	// originSettled, if set, reports whether the size originSize gives
 	// for origin stands on enough responses for a burst of requests (see
 	// holdsForSizes). A lock of its own, as originSize.
@@ -376,7 +376,7 @@ type connRequest struct {
 	key        string
 	dest       Destination
 	in         Intents // a copy: a pointer here would move the caller's to the heap
-	sizeSource string
+	sizeSource SizeSource
 	// loopback says whether dest.Host is known to be a loopback host, if
 	// the caller knows (a Transport, once per origin): decisions need not
 	// parse it each time.

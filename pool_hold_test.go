@@ -24,7 +24,7 @@ func holdPool(t *testing.T, rtt time.Duration, samples *int) (c *core, a, b *Pat
 		d.Choices = append(d.Choices, Choice{Path: a, Fresh: true}, Choice{Path: b, Fresh: true})
 	}))
 	c = poolWith(m, 6, 17, []*Path{a, b}, busyEntry(1, a), busyEntry(2, a), busyEntry(3, a))
-	c.originSize = func(string) (int64, string) { return 10_000, SizeFromRecent }
+	c.originSize = func(string) (int64, SizeSource) { return 10_000, SizeFromRecent }
 	c.originSettled = func(string) bool { return *samples >= sizesToHoldFor }
 	t.Cleanup(c.close)
 	return c, a, b
@@ -80,7 +80,7 @@ func TestNoHoldWithoutTheGuesses(t *testing.T) {
 		{"other path measured", func(_ *core, _ *waiter, b *Path, _ *int) { b.Prior = Estimate{RTT: 200 * time.Millisecond} }},
 		{"size of the URL", func(_ *core, w *waiter, _ *Path, _ *int) { w.sizeOrigin, w.sizeSource = "", SizeFromURL }},
 		{"size of the origin itself", func(c *core, _ *waiter, _ *Path, _ *int) {
-			c.originSize = func(string) (int64, string) { return 10_000, SizeFromOrigin }
+			c.originSize = func(string) (int64, SizeSource) { return 10_000, SizeFromOrigin }
 		}},
 		{"two connections open", func(c *core, _ *waiter, _ *Path, _ *int) { c.entries["k"] = c.entries["k"][:2] }},
 		{"sizes known", func(_ *core, _ *waiter, _ *Path, samples *int) { *samples = sizesToHoldFor }},

@@ -15,7 +15,7 @@ type waiter struct {
 	key        string
 	dest       Destination
 	in         Intents
-	sizeSource string
+	sizeSource SizeSource
 	sizeOrigin string
 	loopback   hostHint
 	skip       []*Path

@@ -1000,7 +1000,7 @@ func TestOriginMeanAtDecisionTime(t *testing.T) {
 	}))
 	c := poolWith(m, 6, 17, []*Path{a})
 	mean := int64(10_000) // the root's, when the requests came
-	c.originSize = func(origin string) (int64, string) {
+	c.originSize = func(origin string) (int64, SizeSource) {
 		if origin != "o" {
 			return 0, ""
 		}

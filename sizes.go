@@ -6,24 +6,28 @@ import (
 	"sync"
 )
 
-// Where a request's expected size (Intents.SizeToBeReceived, as the policy
-// sees it) came from; see DecisionInfo.SizeSource.
+// SizeSource says where a request's expected size (Intents.SizeToBeReceived,
+// as the policy sees it) came from; see DecisionInfo.SizeSource. The empty
+// SizeSource: unknown.
+type SizeSource string
+
+// The sources of an expected size.
 const (
 	// SizeFromIntents: the caller's intents said.
-	SizeFromIntents = "intents"
+	SizeFromIntents SizeSource = "intents"
 	// SizeFromURL: the last response to the same URL (Transport).
-	SizeFromURL = "url"
+	SizeFromURL SizeSource = "url"
 	// SizeFromOrigin: the median of the origin's recent responses, for a
 	// URL not seen before (Transport): a page's objects are often alike.
-	SizeFromOrigin = "origin"
+	SizeFromOrigin SizeSource = "origin"
 	// SizeFromRecent: the median of the Transport's recent responses from
 	// any origin, for an origin not heard from yet (Transport): a page's
 	// objects on its other hosts are often like those already in.
-	SizeFromRecent = "recent"
+	SizeFromRecent SizeSource = "recent"
 	// SizeFromResponse: the Content-Length of the response arriving, less
 	// what has arrived (read, or on Linux waiting in the socket: a
 	// decision whether to move it; see Mover).
-	SizeFromResponse = "response"
+	SizeFromResponse SizeSource = "response"
 )
 
 // sizeCache remembers response sizes as hints for later requests: each
@@ -90,7 +94,7 @@ func (c *sizeCache) get(k objectKey) int64 {
 // predict returns the size to expect for k and where it came from: its
 // last size, else its origin's recent median, else every origin's; 0 and
 // "" if nothing is known.
-func (c *sizeCache) predict(k objectKey) (int64, string) {
+func (c *sizeCache) predict(k objectKey) (int64, SizeSource) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if n, ok := c.sizes[k]; ok {
@@ -102,14 +106,14 @@ func (c *sizeCache) predict(k objectKey) (int64, string) {
 // originSize is the size to expect from origin for a URL not seen: the
 // median of its recent sizes (SizeFromOrigin), else of every origin's
 // (SizeFromRecent); "" if nothing is known.
-func (c *sizeCache) originSize(origin string) (int64, string) {
+func (c *sizeCache) originSize(origin string) (int64, SizeSource) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.typicalLocked(origin)
 }
 
 // typicalLocked is originSize under c.mu.
-func (c *sizeCache) typicalLocked(origin string) (int64, string) {
+func (c *sizeCache) typicalLocked(origin string) (int64, SizeSource) {
 	if o, source := c.standsOnLocked(origin); o != nil {
 		return o.median, source
 	}
@@ -119,7 +123,7 @@ func (c *sizeCache) typicalLocked(origin string) (int64, string) {
 // standsOnLocked returns the sizes origin's typical size is taken from
 // (its own, else every origin's) and which those are; nil if none are
 // known. Under c.mu.
-func (c *sizeCache) standsOnLocked(origin string) (*originSizes, string) {
+func (c *sizeCache) standsOnLocked(origin string) (*originSizes, SizeSource) {
 	if o := c.origins[origin]; o != nil && o.n > 0 {
 		return o, SizeFromOrigin
 	}

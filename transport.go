@@ -626,9 +626,9 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 	scheme, host, port, hostPort, key := o.scheme, o.host, o.port, o.hostPort, o.key
 	ctx := req.Context()
 	isGet := req.Method == http.MethodGet || req.Method == ""
-	var object objectKey  // the object, for the size cache; zero when size hints are not kept
-	var sizeSource string // where in.SizeToBeReceived came from
-	var sizeOrigin string // set if the origin's median is what to expect, as it is when decided
+	var object objectKey      // the object, for the size cache; zero when size hints are not kept
+	var sizeSource SizeSource // where in.SizeToBeReceived came from
+	var sizeOrigin string     // set if the origin's median is what to expect, as it is when decided
 	if isGet && t.sizes.max > 0 {
 		object = objectKey{o.key, req.URL.RequestURI()}
 		// A size is predicted for a policy to weigh: without a Manager

@@ -396,7 +396,7 @@ func TestTransportPredictsSizes(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	type seen struct {
 		size   int64
-		source string
+		source SizeSource
 	}
 	askAt := func(url string) seen {
 		var s seen
