@@ -235,7 +235,7 @@ func TestUnprocessedClassification(t *testing.T) {
 		{errors.New("http2: client conn could not be established"), true},
 		{errors.New("stream error: stream ID 7; REFUSED_STREAM"), true},
 		{fmt.Errorf("wrapped: %w", errors.New("http2: client conn not usable")), true},
-		{fmt.Errorf("%w: %w", ErrUnprocessed, errors.New("http3: conn unusable: GOAWAY")), true}, // an HTTP3Conn's
+		{fmt.Errorf("%w: %w", ErrUnprocessed, errors.New("http3: conn unusable: GOAWAY")), true}, // an HTTP/3 connection's
 		{errors.New("stream error: stream ID 7; PROTOCOL_ERROR"), false},
 		{errors.New("http2: Transport received GOAWAY from server ErrCode:PROTOCOL_ERROR"), false},
 		{io.ErrUnexpectedEOF, false},

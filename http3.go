@@ -13,12 +13,17 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/sockintents/intents/internal/h3conn"
 )
 
 // HTTP3Dialer opens HTTP/3 connections for a Transport (see
-// Transport.HTTP3). Package github.com/sockintents/intents/h3 has one,
-// over quic-go; it is an interface so that programs that never speak
-// HTTP/3 do not build QUIC.
+// Transport.HTTP3): package github.com/sockintents/intents/h3's Dialer,
+// over quic-go. It is an interface so that programs that never speak
+// HTTP/3 do not build QUIC. What it returns is an internal type, so only
+// this module implements it: the pool's needs of an HTTP/3 connection
+// (probes, path moves, counters) can change with the pool, as net/http
+// keeps its own HTTP/2 plug-in unexported.
 type HTTP3Dialer interface {
 	// DialHTTP3 opens an HTTP/3 connection to remote over pc, a UDP socket
 	// on the path the policy chose (a *PacketConn; a *net.UDPConn where
@@ -27,65 +32,16 @@ type HTTP3Dialer interface {
 	// does a failed dial. tlsConf is the Transport's TLS configuration for
 	// the origin, with its ServerName and NextProtos ("h3") set. A dial
 	// ends when ctx does.
-	DialHTTP3(ctx context.Context, pc net.PacketConn, remote netip.AddrPort, tlsConf *tls.Config) (HTTP3Conn, error)
+	DialHTTP3(ctx context.Context, pc net.PacketConn, remote netip.AddrPort, tlsConf *tls.Config) (h3conn.Conn, error)
 }
 
-// HTTP3Conn is one HTTP/3 connection, as an HTTP3Dialer opens it. The
-// Transport's pool counts its requests (a stream each, until the response
-// body is read or closed) and offers it to the policy as a candidate with
-// free streams, as an HTTP/2 connection.
-type HTTP3Conn interface {
-	// RoundTrip sends a request on a new stream of the connection, as
-	// http.RoundTripper; many may run at once. An error after which the
-	// server cannot have processed the request wraps ErrUnprocessed.
-	RoundTrip(*http.Request) (*http.Response, error)
-	// Err is nil while the connection can take new requests, and after
-	// that (closed, timed out, a GOAWAY received) why not.
-	Err() error
-	// Close closes the connection and its socket.
-	Close() error
-	LocalAddr() net.Addr
-	RemoteAddr() net.Addr
-	// Stats are the connection's counters: its RTT feeds its path's
-	// estimates, as TCP_INFO does for TCP connections, and its bytes tell
-	// whether its path still carries anything.
-	Stats() HTTP3Stats
-	// Probe sends a packet the server acknowledges at once (RFC 9114
-	// section 6.2.3's reserved stream type, which a server ignores), so
-	// that a round trip later Stats shows whether the path answered.
-	Probe() error
-	// AddPath readies a move of the connection to pc, a UDP socket on
-	// another path (QUIC connection migration, RFC 9000 section 9): it
-	// probes the path and returns once the server answered, with the path
-	// ready to switch to. The connection owns pc from then on, also when
-	// the probe fails.
-	AddPath(ctx context.Context, pc net.PacketConn) (HTTP3Path, error)
-}
-
-// HTTP3Stats are an HTTP3Conn's counters, as its QUIC stack keeps them.
-type HTTP3Stats struct {
-	SmoothedRTT time.Duration // 0 before the first sample
-	// BytesSent and BytesReceived count QUIC packets' bytes (UDP
-	// payloads), retransmissions included.
-	BytesSent, BytesReceived uint64
-}
-
-// HTTP3Path is a path an HTTP3Conn probed (see HTTP3Conn.AddPath).
-type HTTP3Path interface {
-	// Switch moves the connection to the path, with its streams in
-	// flight: what was in flight on the old path is sent again here.
-	Switch() error
-	// Close abandons the path.
-	Close() error
-}
-
-// ErrUnprocessed is wrapped by an HTTP3Conn's RoundTrip errors after which
-// the server cannot have processed the request (no stream could be
-// opened, or the server rejected the stream as unprocessed). The
-// Transport sends such a request again on another connection, whatever
-// its method, as net/http does after a graceful GOAWAY. A request the
-// Transport gave up sending again fails with an error that matches it
-// (over HTTP/1.1 and HTTP/2 too): the caller may send it once more.
+// ErrUnprocessed is matched by the error of a request the server cannot
+// have processed: no stream could be opened, the server refused the
+// stream or the connection before it took the request (a graceful
+// GOAWAY). The Transport sends such a request again on another
+// connection, whatever its method, as net/http does; one it gave up
+// sending again fails with an error that matches ErrUnprocessed (over
+// HTTP/1.1, HTTP/2 and HTTP/3), and the caller may send it once more.
 var ErrUnprocessed = errors.New("intents: request not processed by the server")
 
 // HTTP3 defaults.
@@ -105,11 +61,11 @@ const (
 	maxBrokenHTTP3 = 24 * time.Hour
 )
 
-// h3Conn is an HTTP3Conn in the pool. Its requests are counted here: a
+// h3Conn is an h3conn.Conn in the pool. Its requests are counted here: a
 // stream is in use from the request's slot until its response body is
 // read to the end or closed.
 type h3Conn struct {
-	c       HTTP3Conn
+	c       h3conn.Conn
 	streams atomic.Int32           // slots taken whose response is not done
 	hook    atomic.Pointer[func()] // the pool's: a stream freed
 
@@ -121,7 +77,7 @@ type h3Conn struct {
 	mu       sync.Mutex
 	active   map[uint64]context.Context // by request, while its stream is in use
 	nextID   uint64
-	prepared map[string]HTTP3Path // paths probed ahead, by name
+	prepared map[string]h3conn.Path // paths probed ahead, by name
 
 	progressMu sync.Mutex
 	progress   progress
@@ -278,7 +234,7 @@ func (c *h3Conn) prepare(ctx context.Context, m *Manager, on *Path) {
 		}
 		c.mu.Lock()
 		if c.prepared == nil {
-			c.prepared = map[string]HTTP3Path{}
+			c.prepared = map[string]h3conn.Path{}
 		}
 		c.prepared[p.Name] = hp
 		c.mu.Unlock()
@@ -293,7 +249,7 @@ func (c *h3Conn) family() byte {
 }
 
 // addPath opens a socket on p and probes p with it.
-func (c *h3Conn) addPath(ctx context.Context, p *Path) (HTTP3Path, error) {
+func (c *h3Conn) addPath(ctx context.Context, p *Path) (h3conn.Path, error) {
 	nw := "udp4"
 	if c.family() == 6 {
 		nw = "udp6"
@@ -402,7 +358,7 @@ func (b *h3Body) Close() error {
 
 // quicConnView shows an HTTP/3 connection's addresses as a net.Conn (for
 // httptrace.GotConnInfo); its I/O methods fail.
-type quicConnView struct{ c HTTP3Conn }
+type quicConnView struct{ c h3conn.Conn }
 
 var errQUICView = errors.New("intents: an HTTP/3 connection has no byte stream to use")
 

@@ -13,11 +13,12 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sockintents/intents/internal/h3conn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// pipeH3 is an HTTP3Conn whose responses' bodies the test writes (one
+// pipeH3 is an HTTP/3 connection whose responses' bodies the test writes (one
 // pipe per request path) and whose GOAWAY it sends.
 type pipeH3 struct {
 	pc     net.PacketConn
@@ -65,15 +66,15 @@ func (c *pipeH3) Close() error {
 
 func (c *pipeH3) LocalAddr() net.Addr  { return c.pc.LocalAddr() }
 func (c *pipeH3) RemoteAddr() net.Addr { return c.pc.LocalAddr() }
-func (c *pipeH3) Stats() HTTP3Stats    { return HTTP3Stats{} }
+func (c *pipeH3) Stats() h3conn.Stats  { return h3conn.Stats{} }
 func (c *pipeH3) Probe() error         { return nil }
-func (c *pipeH3) AddPath(context.Context, net.PacketConn) (HTTP3Path, error) {
+func (c *pipeH3) AddPath(context.Context, net.PacketConn) (h3conn.Path, error) {
 	return nil, errors.ErrUnsupported
 }
 
 type pipeH3Dialer struct{ conn *pipeH3 }
 
-func (d *pipeH3Dialer) DialHTTP3(_ context.Context, pc net.PacketConn, _ netip.AddrPort, _ *tls.Config) (HTTP3Conn, error) {
+func (d *pipeH3Dialer) DialHTTP3(_ context.Context, pc net.PacketConn, _ netip.AddrPort, _ *tls.Config) (h3conn.Conn, error) {
 	d.conn = &pipeH3{pc: pc, bodies: map[string]*io.PipeWriter{}}
 	return d.conn, nil
 }

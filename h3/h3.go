@@ -25,6 +25,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/sockintents/intents"
+	"github.com/sockintents/intents/internal/h3conn"
 )
 
 // Dialer opens HTTP/3 connections for an intents.Transport (its HTTP3
@@ -44,7 +45,7 @@ var _ intents.HTTP3Dialer = (*Dialer)(nil)
 // DialHTTP3 opens an HTTP/3 connection to remote over pc and returns once
 // its handshake is done (see intents.HTTP3Dialer). The connection owns pc:
 // closing it, or a failed dial, closes pc.
-func (d *Dialer) DialHTTP3(ctx context.Context, pc net.PacketConn, remote netip.AddrPort, tlsConf *tls.Config) (intents.HTTP3Conn, error) {
+func (d *Dialer) DialHTTP3(ctx context.Context, pc net.PacketConn, remote netip.AddrPort, tlsConf *tls.Config) (h3conn.Conn, error) {
 	tr := &quic.Transport{Conn: onPath(pc)}
 	qc, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(remote), tlsConf, d.QUICConfig)
 	if err != nil {
@@ -161,9 +162,9 @@ func (c *conn) Close() error {
 }
 
 // AddPath probes pc's path for the connection (see
-// intents.HTTP3Conn.AddPath): a PATH_CHALLENGE there, answered. The
+// h3conn.Conn.AddPath): a PATH_CHALLENGE there, answered. The
 // *quic.Path it returns switches the connection there.
-func (c *conn) AddPath(ctx context.Context, pc net.PacketConn) (intents.HTTP3Path, error) {
+func (c *conn) AddPath(ctx context.Context, pc net.PacketConn) (h3conn.Path, error) {
 	tr := &quic.Transport{Conn: onPath(pc)}
 	c.mu.Lock()
 	if c.closed {
@@ -234,9 +235,9 @@ func pathGone(err error) bool {
 
 func (c *conn) LocalAddr() net.Addr  { return c.qc.LocalAddr() }
 func (c *conn) RemoteAddr() net.Addr { return c.qc.RemoteAddr() }
-func (c *conn) Stats() intents.HTTP3Stats {
+func (c *conn) Stats() h3conn.Stats {
 	st := c.qc.ConnectionStats()
-	return intents.HTTP3Stats{SmoothedRTT: st.SmoothedRTT, BytesSent: st.BytesSent, BytesReceived: st.BytesReceived}
+	return h3conn.Stats{SmoothedRTT: st.SmoothedRTT, BytesSent: st.BytesSent, BytesReceived: st.BytesReceived}
 }
 
 // reservedStreamType is a unidirectional stream type reserved for
@@ -245,7 +246,7 @@ func (c *conn) Stats() intents.HTTP3Stats {
 const reservedStreamType = 0x21
 
 // Probe sends a packet the server acknowledges: a stream of a reserved
-// type, one byte long (see intents.HTTP3Conn.Probe).
+// type, one byte long (see h3conn.Conn.Probe).
 func (c *conn) Probe() error {
 	str, err := c.qc.OpenUniStream()
 	if err != nil {
