@@ -651,20 +651,3 @@ func (b *aggBody) Close() error {
 	b.wg.Wait()
 	return nil
 }
-
-// AggregateStats says how many bytes of an aggregated body came over each
-// path (by name; "" for connections the OS routed), the first range
-// excepted; for other bodies it reports false.
-func AggregateStats(body io.Reader) (map[string]int64, bool) {
-	b, ok := body.(*aggBody)
-	if !ok {
-		return nil, false
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := map[string]int64{}
-	for _, a := range b.paths {
-		out[pathName(a.p)] = a.bytes
-	}
-	return out, true
-}

@@ -5,13 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
-
-	"github.com/sockintents/intents"
 )
 
 func newGet(ctx context.Context, url string) (*http.Request, error) {
@@ -19,17 +15,6 @@ func newGet(ctx context.Context, url string) (*http.Request, error) {
 		return nil, fmt.Errorf("URL %q: want http:// or https://", url)
 	}
 	return http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-}
-
-// withConnPath records the path of the connection the request got (the
-// last one, for requests split over several).
-func withConnPath(ctx context.Context, name *atomic.Pointer[string]) context.Context {
-	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
-		// Ranges of an aggregated download get their connections at once.
-		if p, _ := intents.PathOf(i.Conn); p != nil {
-			name.Store(&p.Name)
-		}
-	}})
 }
 
 // copyWithProgress copies src to dst, calling report with the bytes so
@@ -83,11 +68,14 @@ func (p *progress) draw(n int64, per map[string]int64) {
 	}
 	slices.Sort(names)
 	var bar, legend strings.Builder
+	drawn := 0
 	for i, name := range names {
 		cells := 0
 		if p.total > 0 {
-			cells = int(per[name] * width / p.total)
+			// Ranges fetched again at the tail may add up past the total.
+			cells = min(int(per[name]*width/p.total), width-drawn)
 		}
+		drawn += cells
 		bar.WriteString(strings.Repeat(string(marks[i%len(marks)]), cells))
 		fmt.Fprintf(&legend, " %c %s %.1f MB", marks[i%len(marks)], orOS(name), float64(per[name])/1e6)
 	}

@@ -22,7 +22,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -387,8 +386,7 @@ func cmdGet(ctx context.Context, args []string, stdout, stderr io.Writer, mf man
 	} else if *asJSON {
 		dst = io.Discard
 	}
-	var pathOfConn atomic.Pointer[string]
-	ctx = withConnPath(intents.WithIntents(ctx, in), &pathOfConn)
+	ctx = intents.WithIntents(ctx, in)
 	req, err := newGet(ctx, fs.Arg(0))
 	if err != nil {
 		return usageError{err.Error()}
@@ -401,13 +399,13 @@ func cmdGet(ctx context.Context, args []string, stdout, stderr io.Writer, mf man
 	defer resp.Body.Close()
 	bar := newProgress(stderr, resp.ContentLength)
 	n, err := copyWithProgress(dst, resp.Body, func(total int64) {
-		per, ok := intents.AggregateStats(resp.Body)
-		if !ok {
-			name := ""
-			if p := pathOfConn.Load(); p != nil {
-				name = *p
+		// This Transport carries this download alone: its bytes per path
+		// are the download's (ranges fetched ahead of the reader too).
+		per := map[string]int64{}
+		for name, s := range tr.Stats() {
+			if s.BytesReceived > 0 {
+				per[name] = s.BytesReceived
 			}
-			per = map[string]int64{name: total}
 		}
 		bar.draw(total, per)
 	})
