@@ -1,0 +1,315 @@
+package intents
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"time"
+)
+
+// A request's way through the Transport, top down:
+//
+//	RoundTrip           another protocol's RoundTripper, aggregate, two-step, or:
+//	  roundTripWith
+//	    prepare         its origin, the size to expect, its proxy, how to dial
+//	    send            per attempt: acquire a connection, send, send again?
+//	      acquire       a pooled connection, or a new one the policy chose
+//	      retry         whether and how a failed attempt goes again
+//	    wrapBody        learn its size, count its body, move or resume it
+
+// request is one request on its way through the Transport: what prepare
+// found out, for the steps that follow.
+type request struct {
+	t   *Transport
+	req *http.Request
+	in  Intents // with the expected size, and the paths left out by retries
+	o   origin
+	key string // the pool's key: the origin, and the proxy if any
+	// The object, for the size cache (zero when size hints are not kept);
+	// where in.SizeToBeReceived came from; and, if the origin's median is
+	// what to expect, the origin, looked up again as it is decided.
+	object     objectKey
+	sizeSource SizeSource
+	sizeOrigin string
+	proxy      *url.URL
+	dest       Destination
+	dial       func(ctx context.Context, ch Choice) (pooled, net.Conn, error)
+	// A request moving to a new connection (see Mover) has its place in
+	// the limits already, moveSlot, until it is used; a request that moved
+	// is not moved again.
+	moving, moved bool
+	moveSlot      dialSlot
+}
+
+// roundTripWith sends req, whose intents are in, on a pooled connection.
+func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response, error) {
+	r, err := t.prepare(req, in)
+	defer func() {
+		if r.moving { // returned before the slot was used
+			t.core.undo(grant{slot: r.moveSlot})
+		}
+	}()
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	resp, e, expect, err := r.send()
+	if err != nil {
+		return nil, err
+	}
+	return r.wrapBody(resp, e, expect)
+}
+
+// prepare finds out what the steps of req's way need: its origin, the
+// size to expect if no intent said, its proxy, and how to dial it. It
+// returns the request also with an error: a slot it holds to move onto
+// is then given back.
+func (t *Transport) prepare(req *http.Request, in Intents) (*request, error) {
+	r := &request{t: t, req: req, in: in}
+	if ticket, moving := movingTo(req.Context()); ticket != nil {
+		r.moved, r.moving = true, moving
+		if moving {
+			r.moveSlot = ticket.slot
+		} else {
+			r.in = r.in.requiring(ticket.onto)
+		}
+	}
+	if req.URL == nil {
+		return r, errors.New("intents: nil Request.URL")
+	}
+	o, err := t.originOf(req.URL)
+	if err != nil {
+		return r, err
+	}
+	r.o, r.key = o, o.key
+	if (req.Method == http.MethodGet || req.Method == "") && t.sizes.max > 0 {
+		r.object = objectKey{o.key, req.URL.RequestURI()}
+		// A size is predicted for a policy to weigh: without a Manager
+		// only intents that constrain paths bring one (DefaultManager's).
+		if r.in.SizeToBeReceived == 0 && (t.Manager != nil || r.in.constrainsPaths()) {
+			r.in.SizeToBeReceived, r.sizeSource = t.sizes.predict(r.object)
+			if r.sizeSource != SizeFromURL {
+				r.sizeOrigin = o.key
+			}
+		}
+	}
+	// The proxy is chosen for the real request, and connections through
+	// different proxies are different connections (net/http's
+	// connectMethodKey).
+	if t.proxy != nil {
+		if r.proxy, err = t.proxy(req); err != nil {
+			return r, err
+		}
+		if r.proxy != nil {
+			r.key += " via " + r.proxy.String()
+		}
+	}
+	r.dest = Destination{Network: "tcp", Host: o.host, Port: o.port, TLS: o.scheme == "https"}
+	r.dial = r.dialTCP
+	if t.HTTP3 != nil {
+		r.dial = r.dialHTTP3OrTCP
+	}
+	return r, nil
+}
+
+// dialTCP opens an HTTP/1 or HTTP/2 connection as ch says.
+func (r *request) dialTCP(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
+	h := &dialHolder{choice: ch, intent: r.in.Multipath, proxy: r.proxy}
+	cc, err := r.t.inner.NewClientConn(context.WithValue(ctx, dialHolderKey{}, h), r.o.scheme, r.o.hostPort)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &clientConn{cc: cc, tls: h.tls}, h.raw, nil
+}
+
+// dialHTTP3OrTCP races HTTP/3 against TCP where the origin speaks it (see
+// Transport.HTTP3), else dials TCP.
+func (r *request) dialHTTP3OrTCP(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
+	if port, ok := r.t.http3Port(r.o, r.proxy != nil, ch, time.Now()); ok {
+		return r.t.raceHTTP3(ctx, ch, r.o, port, r.in, r.dialTCP)
+	}
+	return r.dialTCP(ctx, ch)
+}
+
+// send sends the request on a connection the pool grants, again on
+// another where that is safe (see retry), and returns its response, the
+// connection it came on and the bytes that connection counts as pending
+// for it.
+func (r *request) send() (*http.Response, *entry, int64, error) {
+	ctx := r.req.Context()
+	trace := httptrace.ContextClientTrace(ctx)
+	for attempt := 0; ; attempt++ {
+		if trace != nil && trace.GetConn != nil {
+			trace.GetConn(r.o.hostPort)
+		}
+		g, err := r.acquire(ctx)
+		if err != nil {
+			closeBody(r.req)
+			return nil, nil, 0, err
+		}
+		e := g.e
+		cc := e.c.(requestConn)
+		if trace != nil && trace.GotConn != nil {
+			conn := cc.traceConn()
+			if conn == nil {
+				conn = e.raw
+			}
+			trace.GotConn(httptrace.GotConnInfo{Conn: conn, Reused: g.reused, WasIdle: g.wasIdle, IdleTime: g.idle})
+		}
+		r.t.counters(e.path).requests.Add(1)
+		// Not resumable until a body that resumes by range is on its way;
+		// until its response comes, sent again elsewhere if its path goes
+		// silent and it may be (see entry.recoverable).
+		e.resumable.Store(false)
+		e.replayable.Store(attempt == 0 && idempotent(r.req) && rewindable(r.req))
+		resp, err := cc.roundTrip(r.req)
+		e.replayable.Store(false)
+		if r.t.core.waiting() && cc.available() > 0 {
+			// Its slot now counts in the connection's own streams, and
+			// the connection can take more: no state hook says so.
+			r.t.core.changed(e)
+		}
+		if err == nil {
+			return resp, e, g.size, nil // g.size is counted as pending on e by acquire
+		}
+		e.addPending(-g.size)
+		if again, err := r.retry(ctx, e, g.reused, attempt, unwrapTransportErr(err)); !again {
+			return nil, nil, 0, err
+		}
+	}
+}
+
+// acquire takes the connection the request is moving to, or has the pool
+// grant one: a pooled connection, or a new one where the policy says.
+func (r *request) acquire(ctx context.Context) (grant, error) {
+	if r.moving {
+		r.moving = false
+		e, err := r.t.core.open(ctx, r.moveSlot, nil, r.dial)
+		if err == nil {
+			return grant{e: e, size: r.moveSlot.size}, nil
+		}
+		if ctx.Err() != nil || errors.Is(err, ErrPoolClosed) {
+			return grant{}, err
+		}
+		// On a failed dial, as any request: where the policy says.
+	}
+	return r.t.core.acquire(ctx, connRequest{key: r.key, dest: r.dest, in: r.in, sizeSource: r.sizeSource,
+		sizeOrigin: r.sizeOrigin, loopback: loopbackHint(r.o.loopback)}, r.dial)
+}
+
+// retry decides whether the attempt that failed with err on e goes again,
+// and readies it if so: a body rewound, a path that went down left out, a
+// backoff waited. If not, it returns the error the caller gets.
+func (r *request) retry(ctx context.Context, e *entry, reused bool, attempt int, err error) (bool, error) {
+	wentDown, stalled := e.ended() // on e's path, or one it migrated to
+	down := wentDown != nil && wentDown.path != nil
+	var again bool
+	switch {
+	case ctx.Err() != nil:
+	case unprocessed(err):
+		// The server never processed it (a graceful GOAWAY, a refused
+		// stream, a connection that took nothing): safe to send again
+		// whatever the method, as net/http does, on another connection;
+		// a few times, since a server that ends connections after a few
+		// requests may end the next too.
+		again = attempt < maxUnprocessedRetries
+	case attempt == 0 && (reused || down || stalled):
+		// A reused connection the server had closed, a path that went
+		// down before any of the response came, or a stalled connection
+		// closed as its previous body ended: once more, on another path
+		// in the second case, if that is safe.
+		again = idempotent(r.req)
+	}
+	if again {
+		if rewound, ok := rewound(r.req); ok {
+			r.req = rewound
+			if down {
+				r.in = r.in.without(wentDown.path)
+			}
+			if err := backoff(ctx, attempt); err != nil {
+				closeBody(r.req)
+				return false, err
+			}
+			return true, nil
+		}
+	}
+	return false, e.pathErr(markUnprocessed(err))
+}
+
+// wrapBody learns what resp tells (its size, the origin's HTTP/3) and
+// gives it the body the caller reads: counted on its connection e, which
+// counts expect bytes as pending for it, and where it can, one that moves
+// to another path when the policy says or resumes there when its own
+// fails.
+func (r *request) wrapBody(resp *http.Response, e *entry, expect int64) (*http.Response, error) {
+	t := r.t
+	if r.object.origin != "" && resp.ContentLength >= 0 && resp.StatusCode == http.StatusOK {
+		learnSize(t.sizes, t.core, r.object, resp.ContentLength)
+	}
+	if t.HTTP3 != nil && r.o.scheme == "https" && r.proxy == nil {
+		if alt := resp.Header["Alt-Svc"]; len(alt) > 0 {
+			t.altSvc.learn(r.key, r.o.host, alt, time.Now())
+		}
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols || resp.Body == nil || resp.Body == http.NoBody {
+		e.addPending(-expect)
+		return resp, nil
+	}
+	predicted := expect
+	if cl := min(resp.ContentLength, maxSizeEstimate); cl >= 0 && cl != expect {
+		// The headers tell what the body owes: the path's backlog is now
+		// known, for the decisions made while it arrives.
+		e.addPending(cl - expect)
+		expect = cl
+	}
+	ctx := r.req.Context()
+	var mc *moveCheck
+	if !r.moved && t.movable(r.req, resp, e, r.proxy != nil) {
+		mc = &moveCheck{t: t, key: r.key, dest: r.dest, in: r.in}
+		if cl := resp.ContentLength; cl >= 2*predicted && cl-predicted >= moveMinBytes {
+			if mctx, ok, _ := mc.moveTo(ctx, e, expect, 0, 0); ok {
+				return r.sendWhole(mctx, resp, e, expect)
+			}
+		}
+	}
+	cb := &countingBody{rc: resp.Body, t: t, e: e, start: time.Now()}
+	if r.object.origin != "" && resp.ContentLength < 0 && resp.StatusCode == http.StatusOK {
+		sizes, core, of := t.sizes, t.core, r.object // copies: the body keeps no request
+		cb.sizeOf = func(n int64) { learnSize(sizes, core, of, n) }
+	}
+	cb.expect.Store(expect)
+	resp.Body = cb
+	var resumes *resumingBody
+	switch {
+	case mc != nil:
+		resumes = mc.body(r.req, resp, cb)
+	case resumable(r.req, resp, e, r.proxy != nil):
+		// A response that moved is not moved again, but resumes if the
+		// path it moved onto goes down or its connection stalls, as one
+		// that did not move does.
+		resumes = rangeBody(t, r.req, resp, cb)
+	}
+	if resumes != nil {
+		resp.Body = resumes
+	}
+	// A body that resumes by range may move off a stalled connection
+	// (core.resumeStalled): on HTTP/1 only, where the connection carries
+	// nothing else until the body ends (an HTTP/2 one may be left with
+	// another stream, which would fail, when this one's body has ended).
+	e.resumable.Store((resumes != nil || resumedByCaller(ctx)) && resp.ProtoMajor == 1)
+	return resp, nil
+}
+
+// sendWhole sends the request again, in mctx, on the connection the
+// policy moved it to: it was placed as a far smaller object than resp's
+// headers say, and the caller has none of resp's body yet.
+func (r *request) sendWhole(mctx context.Context, resp *http.Response, e *entry, size int64) (*http.Response, error) {
+	e.addPending(-size)
+	resp.Body.Close()
+	in := r.in
+	in.SizeToBeReceived = size
+	return r.t.roundTripWith(r.req.WithContext(mctx), in)
+}
