@@ -7,6 +7,13 @@ import (
 	"github.com/sockintents/intents/mptcp"
 )
 
+// The MPTCP endpoints a Manager adds (Config.MPTCPEndpoints) and their
+// backup flags. Two locks: Manager.mptcpMu guards the state below, and is
+// never held across netlink; Manager.pmMu orders the netlink calls (one
+// at a time, each applying the state as it is when it starts), and is
+// taken only by them. A dial that must see the flags set waits for its
+// own call; MPTCPError and the counts never wait for netlink.
+
 // mptcpUse counts the open MPTCP connections a Manager's Dialers made, by
 // mode, to set the backup flag of the endpoints it added.
 type mptcpUse struct {
@@ -26,36 +33,40 @@ func (m *Manager) MPTCPError() error {
 
 // ensureMPTCPEndpoints adds an endpoint for every up path that lacks one.
 func (m *Manager) ensureMPTCPEndpoints() {
-	m.mptcpMu.Lock()
-	defer m.mptcpMu.Unlock()
-	m.mptcpErr = func() error {
+	m.pmMu.Lock()
+	defer m.pmMu.Unlock()
+	addrs := map[netip.Addr]int{}
+	for _, p := range m.Paths() {
+		if p.Up && p.Type != TypeLoopback {
+			for _, a := range p.Addrs {
+				addrs[a] = p.Index
+			}
+		}
+	}
+	err := func() error {
 		pm, err := mptcp.OpenPM()
 		if err != nil {
 			return err
 		}
 		defer pm.Close()
-		addrs := map[netip.Addr]int{}
-		pathOf := map[netip.Addr]int{}
-		for _, p := range m.Paths() {
-			if p.Up && p.Type != TypeLoopback {
-				for _, a := range p.Addrs {
-					addrs[a], pathOf[a] = p.Index, p.Index
-				}
-			}
-		}
 		added, err := pm.EnsureEndpoints(addrs, mptcp.Subflow)
+		m.mptcpMu.Lock()
 		if m.mptcp.owned == nil {
 			m.mptcp.owned, m.mptcp.backup, m.mptcp.firstOn = map[netip.Addr]int{}, map[netip.Addr]bool{}, map[int]int{}
 		}
 		for _, e := range added {
-			m.mptcp.owned[e.Addr] = pathOf[e.Addr]
+			m.mptcp.owned[e.Addr] = addrs[e.Addr]
 			m.mptcp.backup[e.Addr] = false
 		}
+		m.mptcpMu.Unlock()
 		if err != nil {
 			return err
 		}
-		return m.applyBackupLocked(pm)
+		return m.applyBackupPM(pm)
 	}()
+	m.mptcpMu.Lock()
+	m.mptcpErr = err
+	m.mptcpMu.Unlock()
 }
 
 // useMPTCP counts an MPTCP connection about to be dialed with its first
@@ -68,8 +79,8 @@ func (m *Manager) useMPTCP(first *Path, mp Multipath) (release func()) {
 	}
 	change := func(d int) {
 		m.mptcpMu.Lock()
-		defer m.mptcpMu.Unlock()
 		if m.mptcp.owned == nil {
+			m.mptcpMu.Unlock()
 			return // no endpoint of ours (no permission: MPTCPError says so)
 		}
 		if mp == MultipathHandover {
@@ -78,41 +89,63 @@ func (m *Manager) useMPTCP(first *Path, mp Multipath) (release func()) {
 		} else {
 			m.mptcp.aggregate += d
 		}
-		if err := m.applyBackupLocked(nil); err != nil {
+		m.mptcpMu.Unlock()
+		m.pmMu.Lock()
+		defer m.pmMu.Unlock()
+		if err := m.applyBackupPM(nil); err != nil {
+			m.mptcpMu.Lock()
 			m.mptcpErr = err
+			m.mptcpMu.Unlock()
 		}
 	}
 	change(1)
 	return func() { change(-1) }
 }
 
-// applyBackupLocked sets each owned endpoint's backup flag to what the open
-// connections want: backup while handover connections are open, no
-// aggregate one is, and no handover connection starts on its path.
-func (m *Manager) applyBackupLocked(pm *mptcp.PM) error {
+// applyBackupPM sets each owned endpoint's backup flag to what the open
+// connections want now: backup while handover connections are open, no
+// aggregate one is, and no handover connection starts on its path. Under
+// m.pmMu; pm may be nil (opened if a flag is to change).
+func (m *Manager) applyBackupPM(pm *mptcp.PM) error {
+	type change struct {
+		addr   netip.Addr
+		backup bool
+	}
+	var todo []change
+	m.mptcpMu.Lock()
 	u := &m.mptcp
-	var failed error
 	for a, pathIndex := range u.owned {
-		want := u.handover > 0 && u.aggregate == 0 && u.firstOn[pathIndex] == 0
-		if u.backup[a] == want {
-			continue
+		if want := u.handover > 0 && u.aggregate == 0 && u.firstOn[pathIndex] == 0; u.backup[a] != want {
+			todo = append(todo, change{a, want})
 		}
-		if pm == nil {
-			var err error
-			if pm, err = mptcp.OpenPM(); err != nil {
-				return err
-			}
-			defer pm.Close()
+	}
+	m.mptcpMu.Unlock()
+	if len(todo) == 0 {
+		return nil
+	}
+	if m.testHookPM != nil {
+		m.testHookPM()
+	}
+	if pm == nil {
+		var err error
+		if pm, err = mptcp.OpenPM(); err != nil {
+			return err
 		}
+		defer pm.Close()
+	}
+	var failed error
+	for _, c := range todo {
 		flags := mptcp.Subflow
-		if want {
+		if c.backup {
 			flags |= mptcp.Backup
 		}
-		if err := pm.SetFlags(mptcp.Endpoint{Addr: a, Flags: flags}); err != nil {
+		if err := pm.SetFlags(mptcp.Endpoint{Addr: c.addr, Flags: flags}); err != nil {
 			failed = cmp.Or(failed, err)
 			continue
 		}
-		u.backup[a] = want
+		m.mptcpMu.Lock()
+		u.backup[c.addr] = c.backup
+		m.mptcpMu.Unlock()
 	}
 	return failed
 }
@@ -124,12 +157,19 @@ func (m *Manager) applyBackupLocked(pm *mptcp.PM) error {
 // connections still open the endpoints stay: deleting one removes their
 // subflows from its address.
 func (m *Manager) removeMPTCPEndpoints() {
+	m.pmMu.Lock()
+	defer m.pmMu.Unlock()
 	m.mptcpMu.Lock()
-	defer m.mptcpMu.Unlock()
 	u := &m.mptcp
 	if len(u.owned) == 0 || u.handover > 0 || u.aggregate > 0 {
+		m.mptcpMu.Unlock()
 		return
 	}
+	owned := make(map[netip.Addr]bool, len(u.owned))
+	for a := range u.owned {
+		owned[a] = true
+	}
+	m.mptcpMu.Unlock()
 	pm, err := mptcp.OpenPM()
 	if err != nil {
 		return
@@ -140,11 +180,11 @@ func (m *Manager) removeMPTCPEndpoints() {
 		return
 	}
 	for _, e := range have {
-		if _, ok := u.owned[e.Addr]; ok {
-			if pm.DeleteEndpoint(e.ID) == nil {
-				delete(u.owned, e.Addr)
-				delete(u.backup, e.Addr)
-			}
+		if owned[e.Addr] && pm.DeleteEndpoint(e.ID) == nil {
+			m.mptcpMu.Lock()
+			delete(u.owned, e.Addr)
+			delete(u.backup, e.Addr)
+			m.mptcpMu.Unlock()
 		}
 	}
 }

@@ -251,9 +251,13 @@ type Manager struct {
 
 	testHookProbed func() // called after each round of probes
 
-	mptcpMu  sync.Mutex // guards mptcpErr and mptcp
-	mptcpErr error
-	mptcp    mptcpUse
+	// MPTCP endpoints (see mptcp_pm.go): mptcpMu guards mptcpErr and
+	// mptcp, never across netlink; pmMu orders the netlink calls.
+	mptcpMu    sync.Mutex
+	mptcpErr   error
+	mptcp      mptcpUse
+	pmMu       sync.Mutex
+	testHookPM func() // called under pmMu before flags are set
 
 	estMu      sync.Mutex
 	estimators map[string]*estimate.Path // guarded by estMu
