@@ -396,6 +396,22 @@ func TestEAFSpreadsWithANewConnectionNotAWait(t *testing.T) {
 
 // EAF moves a response only where the hand computation says it arrives a
 // quarter sooner elsewhere, set-up included.
+// Of the paths a response could move to, it moves to the one predicted
+// to have it first, wherever that one stands in the paths' order.
+func TestEAFMovesToTheEarliestOfSeveralPaths(t *testing.T) {
+	p1, p2 := handPaths()
+	p3 := &intents.Path{Name: "p3", Up: true, Prior: intents.Estimate{RTT: 300 * time.Millisecond, Bandwidth: 20e6}}
+	// Behind five others of 1 MB each on p1: 4.8 s. p2 has it in 814 ms,
+	// p3 in 2 × 300 ms + 1 MB / 2.5 MB/s, about a second.
+	p1.Prior.Pending, p1.Prior.Active = 6e6, 6
+	from := &intents.Candidate{ID: 7, Path: p1, InFlight: 1, Pending: 1e6}
+	for _, paths := range [][]*intents.Path{{p1, p2, p3}, {p1, p3, p2}} {
+		req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 1e6}, Paths: paths, Explain: true}
+		to, why := (&EAF{}).Move(req, from)
+		assert.Equal(t, p2, to, why)
+	}
+}
+
 func TestEAFMoveByHand(t *testing.T) {
 	p1, p2 := handPaths()
 	paths := []*intents.Path{p1, p2}
