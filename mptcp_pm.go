@@ -3,40 +3,45 @@ package intents
 import (
 	"cmp"
 	"net/netip"
+	"sync"
 
 	"github.com/sockintents/intents/mptcp"
 )
 
-// The MPTCP endpoints a Manager adds (Config.MPTCPEndpoints) and their
-// backup flags. Two locks: Manager.mptcpMu guards the state below, and is
-// never held across netlink; Manager.pmMu orders the netlink calls (one
-// at a time, each applying the state as it is when it starts), and is
-// taken only by them. A dial that must see the flags set waits for its
-// own call; MPTCPError and the counts never wait for netlink.
-
-// mptcpUse counts the open MPTCP connections a Manager's Dialers made, by
-// mode, to set the backup flag of the endpoints it added.
-type mptcpUse struct {
+// endpoints keeps the MPTCP endpoints a Manager adds (see
+// Config.MPTCPEndpoints) and their backup flags, counting the open MPTCP
+// connections its Dialers made by mode. Two locks: mu guards the state and
+// is never held across netlink; pmMu orders the netlink calls (one at a
+// time, each applying the state as it is when it starts) and is taken
+// only by them. A dial that must see the flags set waits for its own
+// call; the error and the counts never wait for netlink.
+type endpoints struct {
+	mu                  sync.Mutex
+	err                 error // of the last attempt to configure them
 	handover, aggregate int
 	firstOn             map[int]int        // handover connections by their first path's index
-	owned               map[netip.Addr]int // endpoints this Manager added: address → path index
+	owned               map[netip.Addr]int // endpoints added: address → path index
 	backup              map[netip.Addr]bool
+
+	pmMu       sync.Mutex
+	testHookPM func() // called under pmMu before flags are set
 }
 
 // MPTCPError says why the last attempt to configure MPTCP endpoints (see
 // Config.MPTCPEndpoints) failed, or nil.
 func (m *Manager) MPTCPError() error {
-	m.mptcpMu.Lock()
-	defer m.mptcpMu.Unlock()
-	return m.mptcpErr
+	ep := &m.mptcp
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.err
 }
 
-// ensureMPTCPEndpoints adds an endpoint for every up path that lacks one.
-func (m *Manager) ensureMPTCPEndpoints() {
-	m.pmMu.Lock()
-	defer m.pmMu.Unlock()
+// ensure adds an endpoint for every up path that lacks one.
+func (ep *endpoints) ensure(paths []*Path) {
+	ep.pmMu.Lock()
+	defer ep.pmMu.Unlock()
 	addrs := map[netip.Addr]int{}
-	for _, p := range m.Paths() {
+	for _, p := range paths {
 		if p.Up && p.Type != TypeLoopback {
 			for _, a := range p.Addrs {
 				addrs[a] = p.Index
@@ -50,23 +55,23 @@ func (m *Manager) ensureMPTCPEndpoints() {
 		}
 		defer pm.Close()
 		added, err := pm.EnsureEndpoints(addrs, mptcp.Subflow)
-		m.mptcpMu.Lock()
-		if m.mptcp.owned == nil {
-			m.mptcp.owned, m.mptcp.backup, m.mptcp.firstOn = map[netip.Addr]int{}, map[netip.Addr]bool{}, map[int]int{}
+		ep.mu.Lock()
+		if ep.owned == nil {
+			ep.owned, ep.backup, ep.firstOn = map[netip.Addr]int{}, map[netip.Addr]bool{}, map[int]int{}
 		}
 		for _, e := range added {
-			m.mptcp.owned[e.Addr] = addrs[e.Addr]
-			m.mptcp.backup[e.Addr] = false
+			ep.owned[e.Addr] = addrs[e.Addr]
+			ep.backup[e.Addr] = false
 		}
-		m.mptcpMu.Unlock()
+		ep.mu.Unlock()
 		if err != nil {
 			return err
 		}
-		return m.applyBackupPM(pm)
+		return ep.applyBackup(pm)
 	}()
-	m.mptcpMu.Lock()
-	m.mptcpErr = err
-	m.mptcpMu.Unlock()
+	ep.mu.Lock()
+	ep.err = err
+	ep.mu.Unlock()
 }
 
 // useMPTCP counts an MPTCP connection about to be dialed with its first
@@ -77,54 +82,56 @@ func (m *Manager) useMPTCP(first *Path, mp Multipath) (release func()) {
 	if m == nil || !m.cfg.MPTCPEndpoints || (mp != MultipathHandover && mp != MultipathAggregate) {
 		return func() {}
 	}
-	change := func(d int) {
-		m.mptcpMu.Lock()
-		if m.mptcp.owned == nil {
-			m.mptcpMu.Unlock()
-			return // no endpoint of ours (no permission: MPTCPError says so)
-		}
-		if mp == MultipathHandover {
-			m.mptcp.handover += d
-			m.mptcp.firstOn[first.Index] += d
-		} else {
-			m.mptcp.aggregate += d
-		}
-		m.mptcpMu.Unlock()
-		m.pmMu.Lock()
-		defer m.pmMu.Unlock()
-		if err := m.applyBackupPM(nil); err != nil {
-			m.mptcpMu.Lock()
-			m.mptcpErr = err
-			m.mptcpMu.Unlock()
-		}
-	}
-	change(1)
-	return func() { change(-1) }
+	m.mptcp.count(first, mp, 1)
+	return func() { m.mptcp.count(first, mp, -1) }
 }
 
-// applyBackupPM sets each owned endpoint's backup flag to what the open
+// count adds d to the connections of mode mp whose first subflow is on
+// first, and sets the flags that wants.
+func (ep *endpoints) count(first *Path, mp Multipath, d int) {
+	ep.mu.Lock()
+	if ep.owned == nil {
+		ep.mu.Unlock()
+		return // no endpoint of ours (no permission: MPTCPError says so)
+	}
+	if mp == MultipathHandover {
+		ep.handover += d
+		ep.firstOn[first.Index] += d
+	} else {
+		ep.aggregate += d
+	}
+	ep.mu.Unlock()
+	ep.pmMu.Lock()
+	defer ep.pmMu.Unlock()
+	if err := ep.applyBackup(nil); err != nil {
+		ep.mu.Lock()
+		ep.err = err
+		ep.mu.Unlock()
+	}
+}
+
+// applyBackup sets each owned endpoint's backup flag to what the open
 // connections want now: backup while handover connections are open, no
 // aggregate one is, and no handover connection starts on its path. Under
-// m.pmMu; pm may be nil (opened if a flag is to change).
-func (m *Manager) applyBackupPM(pm *mptcp.PM) error {
+// ep.pmMu; pm may be nil (opened if a flag is to change).
+func (ep *endpoints) applyBackup(pm *mptcp.PM) error {
 	type change struct {
 		addr   netip.Addr
 		backup bool
 	}
 	var todo []change
-	m.mptcpMu.Lock()
-	u := &m.mptcp
-	for a, pathIndex := range u.owned {
-		if want := u.handover > 0 && u.aggregate == 0 && u.firstOn[pathIndex] == 0; u.backup[a] != want {
+	ep.mu.Lock()
+	for a, pathIndex := range ep.owned {
+		if want := ep.handover > 0 && ep.aggregate == 0 && ep.firstOn[pathIndex] == 0; ep.backup[a] != want {
 			todo = append(todo, change{a, want})
 		}
 	}
-	m.mptcpMu.Unlock()
+	ep.mu.Unlock()
 	if len(todo) == 0 {
 		return nil
 	}
-	if m.testHookPM != nil {
-		m.testHookPM()
+	if ep.testHookPM != nil {
+		ep.testHookPM()
 	}
 	if pm == nil {
 		var err error
@@ -143,33 +150,31 @@ func (m *Manager) applyBackupPM(pm *mptcp.PM) error {
 			failed = cmp.Or(failed, err)
 			continue
 		}
-		m.mptcpMu.Lock()
-		u.backup[c.addr] = c.backup
-		m.mptcpMu.Unlock()
+		ep.mu.Lock()
+		ep.backup[c.addr] = c.backup
+		ep.mu.Unlock()
 	}
 	return failed
 }
 
-// removeMPTCPEndpoints deletes the endpoints this Manager added (see
-// Config.MPTCPEndpoints), at Close, when none of its MPTCP connections is
-// open: the namespace is left as the Manager found it, and the next
-// Manager in it adds (and so manages the backup flag of) its own. With
-// connections still open the endpoints stay: deleting one removes their
-// subflows from its address.
-func (m *Manager) removeMPTCPEndpoints() {
-	m.pmMu.Lock()
-	defer m.pmMu.Unlock()
-	m.mptcpMu.Lock()
-	u := &m.mptcp
-	if len(u.owned) == 0 || u.handover > 0 || u.aggregate > 0 {
-		m.mptcpMu.Unlock()
+// remove deletes the endpoints added, at the Manager's Close, when none
+// of its MPTCP connections is open: the namespace is left as the Manager
+// found it, and the next Manager in it adds (and so manages the backup
+// flag of) its own. With connections still open the endpoints stay:
+// deleting one removes their subflows from its address.
+func (ep *endpoints) remove() {
+	ep.pmMu.Lock()
+	defer ep.pmMu.Unlock()
+	ep.mu.Lock()
+	if len(ep.owned) == 0 || ep.handover > 0 || ep.aggregate > 0 {
+		ep.mu.Unlock()
 		return
 	}
-	owned := make(map[netip.Addr]bool, len(u.owned))
-	for a := range u.owned {
+	owned := make(map[netip.Addr]bool, len(ep.owned))
+	for a := range ep.owned {
 		owned[a] = true
 	}
-	m.mptcpMu.Unlock()
+	ep.mu.Unlock()
 	pm, err := mptcp.OpenPM()
 	if err != nil {
 		return
@@ -181,10 +186,10 @@ func (m *Manager) removeMPTCPEndpoints() {
 	}
 	for _, e := range have {
 		if owned[e.Addr] && pm.DeleteEndpoint(e.ID) == nil {
-			m.mptcpMu.Lock()
-			delete(u.owned, e.Addr)
-			delete(u.backup, e.Addr)
-			m.mptcpMu.Unlock()
+			ep.mu.Lock()
+			delete(ep.owned, e.Addr)
+			delete(ep.backup, e.Addr)
+			ep.mu.Unlock()
 		}
 	}
 }

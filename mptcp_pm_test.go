@@ -21,7 +21,7 @@ func TestMPTCPFlagsAreSetOutsideTheManagerLock(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var released sync.Once
 	defer released.Do(func() { close(release) }) // before Close, if the test fails while it waits
-	m.testHookPM = func() {
+	m.mptcp.testHookPM = func() {
 		close(entered)
 		<-release
 	}
@@ -31,14 +31,14 @@ func TestMPTCPFlagsAreSetOutsideTheManagerLock(t *testing.T) {
 	<-entered
 	within(t, "the MPTCP state while flags are being set", func() {
 		_ = m.MPTCPError()
-		m.mptcpMu.Lock()
+		m.mptcp.mu.Lock()
 		assert.Equal(t, 1, m.mptcp.handover, "counted before the flags are set")
-		m.mptcpMu.Unlock()
+		m.mptcp.mu.Unlock()
 	})
-	m.testHookPM = nil
+	m.mptcp.testHookPM = nil
 	released.Do(func() { close(release) })
 	(<-done)()
-	m.mptcpMu.Lock()
+	m.mptcp.mu.Lock()
 	assert.Zero(t, m.mptcp.handover)
-	m.mptcpMu.Unlock()
+	m.mptcp.mu.Unlock()
 }

@@ -251,13 +251,7 @@ type Manager struct {
 
 	testHookProbed func() // called after each round of probes
 
-	// MPTCP endpoints (see mptcp_pm.go): mptcpMu guards mptcpErr and
-	// mptcp, never across netlink; pmMu orders the netlink calls.
-	mptcpMu    sync.Mutex
-	mptcpErr   error
-	mptcp      mptcpUse
-	pmMu       sync.Mutex
-	testHookPM func() // called under pmMu before flags are set
+	mptcp endpoints // the MPTCP endpoints it added (see mptcp_pm.go)
 
 	estMu      sync.Mutex
 	estimators map[string]*estimate.Path // guarded by estMu
@@ -358,8 +352,9 @@ func NewManager(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	if cfg.MPTCPEndpoints {
-		m.ensureMPTCPEndpoints()
-		m.subscribe(m.ensureMPTCPEndpoints)
+		ensure := func() { m.mptcp.ensure(m.Paths()) }
+		ensure()
+		m.subscribe(ensure)
 	}
 	if !cfg.NoWatch {
 		stop, err := watchInterfaces(func() { _ = m.Refresh() })
@@ -383,7 +378,7 @@ func NewManager(cfg Config) (*Manager, error) {
 // stays usable.
 func (m *Manager) Close() error {
 	m.resolver.wire.Close()
-	m.removeMPTCPEndpoints()
+	m.mptcp.remove()
 	if m.probing != nil {
 		select {
 		case <-m.probing:
