@@ -36,6 +36,7 @@ type request struct {
 	sizeOrigin string
 	proxy      *url.URL
 	dest       Destination
+	dialer     *originDialer
 	dial       func(ctx context.Context, ch Choice) (pooled, net.Conn, error)
 	// A request moving to a new connection (see Mover) has its place in
 	// the limits already, moveSlot, until it is used; a request that moved
@@ -46,7 +47,8 @@ type request struct {
 
 // roundTripWith sends req, whose intents are in, on a pooled connection.
 func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response, error) {
-	r, err := t.prepare(req, in)
+	var r request // on the stack: what outlives the call is in r.dialer
+	err := t.prepare(&r, req, in)
 	defer func() {
 		if r.moving { // returned before the slot was used
 			t.core.undo(grant{slot: r.moveSlot})
@@ -63,12 +65,12 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 	return r.wrapBody(resp, e, expect)
 }
 
-// prepare finds out what the steps of req's way need: its origin, the
-// size to expect if no intent said, its proxy, and how to dial it. It
-// returns the request also with an error: a slot it holds to move onto
-// is then given back.
-func (t *Transport) prepare(req *http.Request, in Intents) (*request, error) {
-	r := &request{t: t, req: req, in: in}
+// prepare finds out, into r, what the steps of req's way need: its
+// origin, the size to expect if no intent said, its proxy, and how to dial
+// it. On an error r still says whether it holds a slot to move onto, to
+// be given back.
+func (t *Transport) prepare(r *request, req *http.Request, in Intents) error {
+	*r = request{t: t, req: req, in: in}
 	if ticket, moving := movingTo(req.Context()); ticket != nil {
 		r.moved, r.moving = true, moving
 		if moving {
@@ -78,11 +80,11 @@ func (t *Transport) prepare(req *http.Request, in Intents) (*request, error) {
 		}
 	}
 	if req.URL == nil {
-		return r, errors.New("intents: nil Request.URL")
+		return errors.New("intents: nil Request.URL")
 	}
 	o, err := t.originOf(req.URL)
 	if err != nil {
-		return r, err
+		return err
 	}
 	r.o, r.key = o, o.key
 	if (req.Method == http.MethodGet || req.Method == "") && t.sizes.max > 0 {
@@ -101,37 +103,52 @@ func (t *Transport) prepare(req *http.Request, in Intents) (*request, error) {
 	// connectMethodKey).
 	if t.proxy != nil {
 		if r.proxy, err = t.proxy(req); err != nil {
-			return r, err
+			return err
 		}
 		if r.proxy != nil {
 			r.key += " via " + r.proxy.String()
 		}
 	}
 	r.dest = Destination{Network: "tcp", Host: o.host, Port: o.port, TLS: o.scheme == "https"}
-	r.dial = r.dialTCP
+	r.dialer = &originDialer{t: t, o: o, proxy: r.proxy, in: r.in}
+	r.dial = r.dialer.tcp
 	if t.HTTP3 != nil {
-		r.dial = r.dialHTTP3OrTCP
+		r.dial = r.dialer.http3OrTCP
 	}
-	return r, nil
+	return nil
 }
 
-// dialTCP opens an HTTP/1 or HTTP/2 connection as ch says.
-func (r *request) dialTCP(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
-	h := &dialHolder{choice: ch, intent: r.in.Multipath, proxy: r.proxy}
-	cc, err := r.t.inner.NewClientConn(context.WithValue(ctx, dialHolderKey{}, h), r.o.scheme, r.o.hostPort)
+// originDialer opens a request's connections to its origin. The pool keeps
+// its dial with a connection, to open spares like it: what it needs is
+// here, apart from the request.
+type originDialer struct {
+	t     *Transport
+	o     origin
+	proxy *url.URL
+	// The request's intents as prepared: its MPTCP mode, and for an
+	// HTTP/3 connection the paths it may migrate to (a path left out on a
+	// retry went down, which permits it no more). Not the request's own:
+	// spare dials read them from other goroutines.
+	in Intents
+}
+
+// tcp opens an HTTP/1 or HTTP/2 connection as ch says.
+func (d *originDialer) tcp(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
+	h := &dialHolder{choice: ch, intent: d.in.Multipath, proxy: d.proxy}
+	cc, err := d.t.inner.NewClientConn(context.WithValue(ctx, dialHolderKey{}, h), d.o.scheme, d.o.hostPort)
 	if err != nil {
 		return nil, nil, err
 	}
 	return &clientConn{cc: cc, tls: h.tls}, h.raw, nil
 }
 
-// dialHTTP3OrTCP races HTTP/3 against TCP where the origin speaks it (see
+// http3OrTCP races HTTP/3 against TCP where the origin speaks it (see
 // Transport.HTTP3), else dials TCP.
-func (r *request) dialHTTP3OrTCP(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
-	if port, ok := r.t.http3Port(r.o, r.proxy != nil, ch, time.Now()); ok {
-		return r.t.raceHTTP3(ctx, ch, r.o, port, r.in, r.dialTCP)
+func (d *originDialer) http3OrTCP(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
+	if port, ok := d.t.http3Port(d.o, d.proxy != nil, ch, time.Now()); ok {
+		return d.t.raceHTTP3(ctx, ch, d.o, port, d.in, d.tcp)
 	}
-	return r.dialTCP(ctx, ch)
+	return d.tcp(ctx, ch)
 }
 
 // send sends the request on a connection the pool grants, again on
