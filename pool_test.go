@@ -554,8 +554,8 @@ func TestAWaiterBehindAChosenWaitMakesRoom(t *testing.T) {
 // A choice of a connection on a path (not Fresh) followed by the other
 // paths as fallbacks, as RoundRobin's, takes a free connection on a later
 // one before it closes anything: an idle connection on a is reused, not
-// closed for a new one on b (before: a page over round robin put half its
-// objects on the slower path, 2.8 s where it took 1.3).
+// closed for a new one on b (which put half of a page over round robin on
+// the slower path: 2.8 s where it takes 1.3).
 func TestPathChoiceFallsBackBeforeClosing(t *testing.T) {
 	a := fakePath("a", "10.9.0.1")
 	b := fakePath("b", "10.9.1.1")
@@ -1064,10 +1064,10 @@ func TestPathDownLeavesMPTCPToItsSubflows(t *testing.T) {
 
 // The bound on a wait for a busy connection holds when the policy turns
 // to another busy connection meanwhile: the timer armed for the first
-// ends the wait for the second (before, it found the waiter waiting for
-// another connection and did nothing, and no timer was armed again, so
-// the request waited for the second for as long as it stayed busy, for
-// ever if the caller itself held its body).
+// ends the wait for the second. A timer that did nothing for a waiter
+// waiting for another connection would leave it waiting for the second
+// for as long as that stays busy, for ever if the caller itself held its
+// body.
 func TestWaitForABusyConnectionEndsAfterTheChoiceChanged(t *testing.T) {
 	defer func(d time.Duration) { maxWaitForBusy = d }(maxWaitForBusy)
 	maxWaitForBusy = 20 * time.Millisecond
