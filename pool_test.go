@@ -738,6 +738,17 @@ func TestWaiterForABusyConnectionLetsOthersPass(t *testing.T) {
 	assert.Equal(t, []*waiter{small2}, c.queue.ws)
 }
 
+// reuseAnyThenNewOn is a policy that wants every candidate, busy or not,
+// in turn, then a new connection on p.
+func reuseAnyThenNewOn(p *Path) Policy {
+	return PolicyFunc(func(req *Request, d *Decision) {
+		for i := range req.Candidates {
+			d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
+		}
+		d.Choices = append(d.Choices, Choice{Path: p, Fresh: true})
+	})
+}
+
 // A request the policy has wait for a busy connection that never frees up
 // (its body held unread, perhaps by the waiting caller itself) takes the
 // policy's next choice after maxWaitForBusy, when a new connection could
@@ -746,12 +757,7 @@ func TestWaitForABusyConnectionEnds(t *testing.T) {
 	defer func(d time.Duration) { maxWaitForBusy = d }(maxWaitForBusy)
 	maxWaitForBusy = 20 * time.Millisecond
 	a := fakePath("a", "10.9.0.1")
-	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
-		for i := range req.Candidates {
-			d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
-		}
-		d.Choices = append(d.Choices, Choice{Path: a, Fresh: true})
-	}))
+	m := loManager(t, reuseAnyThenNewOn(a))
 	held := busyEntry(1, a)
 	c := poolWith(m, 6, 17, []*Path{a}, held)
 	g, err := c.wait(context.Background(), connRequest{key: "k", dest: testDest}, nil)
@@ -1114,12 +1120,7 @@ func TestWaitForBusyConnectionsIsBoundedInAll(t *testing.T) {
 	defer func(d time.Duration) { maxWaitForBusy = d }(maxWaitForBusy)
 	maxWaitForBusy = 20 * time.Millisecond
 	a := fakePath("a", "10.9.0.1")
-	m := loManager(t, PolicyFunc(func(req *Request, d *Decision) {
-		for i := range req.Candidates {
-			d.Choices = append(d.Choices, Choice{Reuse: &req.Candidates[i]})
-		}
-		d.Choices = append(d.Choices, Choice{Path: a, Fresh: true})
-	}))
+	m := loManager(t, reuseAnyThenNewOn(a))
 	c := poolWith(m, 6, 17, []*Path{a}, busyEntry(1, a), busyEntry(2, a), busyEntry(3, a))
 	defer c.close()
 	w := queuedWaiter(100)

@@ -36,8 +36,7 @@ type request struct {
 	sizeOrigin string
 	proxy      *url.URL
 	dest       Destination
-	dialer     *originDialer
-	dial       func(ctx context.Context, ch Choice) (pooled, net.Conn, error)
+	dial       func(ctx context.Context, ch Choice) (pooled, net.Conn, error) // an originDialer's
 	// A request moving to a new connection (see Mover) has its place in
 	// the limits already, moveSlot, until it is used; a request that moved
 	// is not moved again.
@@ -47,7 +46,7 @@ type request struct {
 
 // roundTripWith sends req, whose intents are in, on a pooled connection.
 func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response, error) {
-	var r request // on the stack: what outlives the call is in r.dialer
+	var r request // on the stack: what outlives the call is r.dial's originDialer
 	err := t.prepare(&r, req, in)
 	defer func() {
 		if r.moving { // returned before the slot was used
@@ -110,10 +109,10 @@ func (t *Transport) prepare(r *request, req *http.Request, in Intents) error {
 		}
 	}
 	r.dest = Destination{Network: "tcp", Host: o.host, Port: o.port, TLS: o.scheme == "https"}
-	r.dialer = &originDialer{t: t, o: o, proxy: r.proxy, in: r.in}
-	r.dial = r.dialer.tcp
+	d := &originDialer{t: t, o: o, proxy: r.proxy, in: r.in}
+	r.dial = d.tcp
 	if t.HTTP3 != nil {
-		r.dial = r.dialer.http3OrTCP
+		r.dial = d.http3OrTCP
 	}
 	return nil
 }

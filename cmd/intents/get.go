@@ -56,8 +56,12 @@ func newProgress(w io.Writer, total int64) *progress {
 // segment letters, by path in name order.
 const marks = "#=*+%@"
 
+// due reports whether a draw now would show anything: the bar is on and
+// was last drawn 100 ms ago or more.
+func (p *progress) due() bool { return p.on && time.Since(p.last) >= 100*time.Millisecond }
+
 func (p *progress) draw(n int64, per map[string]int64) {
-	if !p.on || time.Since(p.last) < 100*time.Millisecond {
+	if !p.due() {
 		return
 	}
 	p.last = time.Now()

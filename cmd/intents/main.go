@@ -399,6 +399,9 @@ func cmdGet(ctx context.Context, args []string, stdout, stderr io.Writer, mf man
 	defer resp.Body.Close()
 	bar := newProgress(stderr, resp.ContentLength)
 	n, err := copyWithProgress(dst, resp.Body, func(total int64) {
+		if !bar.due() {
+			return // the Transport's statistics take its pool's lock: not per write
+		}
 		// This Transport carries this download alone: its bytes per path
 		// are the download's (ranges fetched ahead of the reader too).
 		per := map[string]int64{}
