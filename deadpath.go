@@ -83,8 +83,8 @@ func deadAfter(rtt time.Duration) time.Duration  { return max(3*rtt, quietDeadAf
 // been quiet long enough (see probeDue). It returns when the connection's
 // silence, if it goes on, calls for the next look (0: nothing sooner than
 // the next tick).
-func (c *core) checkQuiet(e *entry, info tcpinfo.Info, activeSince time.Time) time.Duration {
-	if e.c.carrier() != carrierTCP || e.path == nil || c.m == nil || e.mptcp {
+func (h *pathHealth) checkQuiet(e *entry, info tcpinfo.Info, activeSince time.Time) time.Duration {
+	if e.c.carrier() != carrierTCP || e.path == nil || h.m == nil || e.mptcp {
 		// Lent out whole (Pool): no telling whether data is owed. MPTCP:
 		// the kernel moves it to its other subflows.
 		return 0
@@ -99,38 +99,34 @@ func (c *core) checkQuiet(e *entry, info tcpinfo.Info, activeSince time.Time) ti
 			// clears, its silences count from the usual bars again.
 			return min(holdSilent-quiet, reprobeFirst)
 		}
-		c.closeSilent([]*entry{e})
-		if log := c.m.debugLogger(context.Background()); log != nil {
+		h.pool.closeDown([]*entry{e})
+		if log := h.m.debugLogger(context.Background()); log != nil {
 			log.Debug("intents: held connection closes on a silent path", "path", e.path.Name, "quiet", quiet)
 		}
 		return 0
 	}
-	e.sampleMu.Lock()
-	defer e.sampleMu.Unlock()
-	if !e.answeredSince.Equal(activeSince) {
-		e.answered = 0 // busy again since: a new request, a new bar
+	e.probe.mu.Lock()
+	defer e.probe.mu.Unlock()
+	if !e.probe.answeredSince.Equal(activeSince) {
+		e.probe.answered = 0 // busy again since: a new request, a new bar
 	}
-	if e.probing {
+	if e.probe.probing {
 		return 0 // the probe decides
 	}
-	if next := probeDue(quiet, info.RTT, e.answered); next > 0 {
+	if next := probeDue(quiet, info.RTT, e.probe.answered); next > 0 {
 		return next
 	}
 	remote, ok := remoteAddrPort(e.raw)
 	if !ok {
 		return 0
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || e.removed {
-		return 0
-	}
-	e.probing = true
-	c.warmSpareLocked(e)
 	// Long enough for the connection to be quiet for deadAfter by the
 	// time the probe gives up, and for two round trips of the probe.
 	wait := max(2*info.RTT, probeAnswer, deadAfter(info.RTT)-quiet)
-	c.measuring.Go(func() { c.probeQuiet(e, remote, activeSince, info.RTT, quiet, wait) })
+	e.probe.probing = h.run(func() { h.probeQuiet(e, remote, activeSince, info.RTT, quiet, wait) })
+	if e.probe.probing {
+		h.warmSpare(e)
+	}
 	return 0
 }
 
@@ -154,41 +150,36 @@ func probeDue(quiet, rtt, answered time.Duration) time.Duration {
 // to) nothing meanwhile. A probe lost in a congested queue, while e waits
 // out a retransmission timeout, is not enough: the congestion shows as
 // traffic received.
-func (c *core) probeQuiet(e *entry, remote netip.AddrPort, activeSince time.Time, rtt, quiet, wait time.Duration) {
-	ctx, cancel := context.WithTimeout(c.measureCtx, wait)
+func (h *pathHealth) probeQuiet(e *entry, remote netip.AddrPort, activeSince time.Time, rtt, quiet, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(h.ctx, wait)
 	rx, rxOK := ifaceRxBytes(e.path.Name)
-	err := c.probeLive(ctx, e.path, remote)
+	err := h.probeLive(ctx, e.path, remote)
 	cancel()
 	if now, ok := ifaceRxBytes(e.path.Name); rxOK && ok && now-rx >= silentRxBytes {
 		err = nil // the interface received: not a blackhole
 	}
 	info, ok := tcpInfoOf(e)
-	e.sampleMu.Lock()
-	e.probing = false
+	e.probe.mu.Lock()
+	e.probe.probing = false
 	if answered(err) {
-		e.answered, e.answeredSince = quiet, activeSince
+		e.probe.answered, e.probe.answeredSince = quiet, activeSince
 	}
-	e.sampleMu.Unlock()
-	if log := c.m.debugLogger(context.Background()); log != nil {
+	e.probe.mu.Unlock()
+	if log := h.m.debugLogger(context.Background()); log != nil {
 		log.Debug("intents: quiet connection, path probed", "path", e.path.Name, "peer", remote, "quiet", quiet, "answered", answered(err))
 	}
 	if answered(err) && ok {
-		c.resumeStalled(e, info, quiet)
+		h.resumeStalled(e, info, quiet)
 	}
-	if answered(err) || c.measureCtx.Err() != nil || !ok {
+	if answered(err) || h.ctx.Err() != nil || !ok {
 		return
 	}
-	c.mu.Lock()
-	active := e.c.inFlight() > 0 && !e.removed
-	c.sampler.mu.Lock()
-	activeFor := time.Since(e.activeSince)
-	c.sampler.mu.Unlock()
-	c.mu.Unlock()
+	active, activeFor := h.pool.busy(e)
 	if !active || quietFor(info, activeFor) < deadAfter(rtt) {
 		return
 	}
-	if quiet, heard := c.silentOn(e.path, probeAfter(rtt)); !heard {
-		c.pathSilent(e.path, quiet, remote, err)
+	if quiet, heard := h.silentOn(e.path, probeAfter(rtt)); !heard {
+		h.pathSilent(e.path, quiet, remote, err)
 	}
 }
 
@@ -211,38 +202,18 @@ const minRTO = 200 * time.Millisecond
 // behind the others' bytes, and closing it throws away its own, which
 // still take the bottleneck's time (measured: 2M/50ms+20M/200ms 32×100KB
 // loads 6.6 % slower without this bound).
-func (c *core) resumeStalled(e *entry, info tcpinfo.Info, quiet time.Duration) {
-	c.sampler.mu.Lock()
-	activeFor := time.Since(e.activeSince)
-	c.sampler.mu.Unlock()
+func (h *pathHealth) resumeStalled(e *entry, info tcpinfo.Info, quiet time.Duration) {
+	_, activeFor := h.pool.busy(e)
 	quietNow := quietFor(info, activeFor)
 	if info.RTT+quietNow >= minRTO {
 		return
 	}
-	if quietNow < quiet || !c.closeStalled(e) {
+	if quietNow < quiet || !h.pool.closeStalled(e) {
 		return
 	}
-	if log := c.m.debugLogger(context.Background()); log != nil {
+	if log := h.m.debugLogger(context.Background()); log != nil {
 		log.Debug("intents: stalled body resumes on another connection", "path", e.path.Name, "quiet", quietNow)
 	}
-}
-
-// closeStalled closes e, if it carries one response body that resumes
-// elsewhere (entry.resumable), as stalled: the body's Read ends with an
-// error matching errStalled, and the body asks for its rest on another
-// connection. False if e carries anything else, or is gone already.
-func (c *core) closeStalled(e *entry) bool {
-	c.mu.Lock()
-	closing := !e.removed && !e.migrating && e.c.inFlight() == 1 && e.resumable.Load()
-	if closing {
-		e.stalled.Store(true)
-		c.remove(e)
-	}
-	c.mu.Unlock()
-	if closing {
-		c.serve()
-	}
-	return closing
 }
 
 // silentRxBytes is what an interface may receive while its path is taken
@@ -254,8 +225,8 @@ const silentRxBytes = 3000
 // (system calls: outside the pool's lock): heard if one of them received
 // anything within the last window, else the ones to close if p is dead.
 // One with bytes its reader has not taken yet is left alone.
-func (c *core) silentOn(p *Path, window time.Duration) (quiet []*entry, heard bool) {
-	for _, e := range c.tcpOn(p) {
+func (h *pathHealth) silentOn(p *Path, window time.Duration) (quiet []*entry, heard bool) {
+	for _, e := range h.pool.tcpOn(p) {
 		info, ok := tcpInfoOf(e)
 		switch {
 		case ok && min(info.LastDataRecv, info.LastAckRecv) < window:
@@ -267,36 +238,20 @@ func (c *core) silentOn(p *Path, window time.Duration) (quiet []*entry, heard bo
 	return quiet, false
 }
 
-// tcpOn returns the pool's TCP HTTP connections on p (not moving, not
-// MPTCP).
-func (c *core) tcpOn(p *Path) []*entry {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var on []*entry
-	for _, es := range c.entries {
-		for _, e := range es {
-			if e.c.carrier() == carrierTCP && e.path != nil && e.path.Name == p.Name && !e.migrating && !e.mptcp {
-				on = append(on, e)
-			}
-		}
-	}
-	return on
-}
-
 // answered reports whether a probe's handshake got an answer: a
 // connection, or a refusal (the peer's host answered).
 func answered(err error) bool { return err == nil || errors.Is(err, syscall.ECONNREFUSED) }
 
 // probeLive makes a TCP handshake with remote through p and closes the
 // connection at once (a probe of p: see Dialer.probeRTT).
-func (c *core) probeLive(ctx context.Context, p *Path, remote netip.AddrPort) error {
-	return (&Dialer{}).probeRTT(ctx, c.m, p, Destination{Network: "tcp", Host: remote.Addr().String(), Port: remote.Port()})
+func (h *pathHealth) probeLive(ctx context.Context, p *Path, remote netip.AddrPort) error {
+	return (&Dialer{}).probeRTT(ctx, h.m, p, Destination{Network: "tcp", Host: remote.Addr().String(), Port: remote.Port()})
 }
 
 // pathSilent takes p for dead: marks it Unresponsive, closes quiet (its
 // TCP connections that are idle or quiet too: their requests fail with a
 // PathDownError), and probes it until it answers.
-func (c *core) pathSilent(p *Path, quiet []*entry, remote netip.AddrPort, why error) {
+func (h *pathHealth) pathSilent(p *Path, quiet []*entry, remote netip.AddrPort, why error) {
 	if p.est == nil {
 		return
 	}
@@ -307,33 +262,13 @@ func (c *core) pathSilent(p *Path, quiet []*entry, remote netip.AddrPort, why er
 			lossless = append(lossless, e)
 		}
 	}
-	c.mu.Lock()
-	if first && !c.closed {
-		c.measuring.Go(func() { c.reprobe(p.Name, p.est, remote) })
+	if first && !h.run(func() { h.reprobe(p.Name, p.est, remote) }) {
+		p.est.ClearUnresponsive() // closing: nobody would probe it
 	}
-	c.mu.Unlock()
-	c.closeSilent(lossless)
-	if log := c.m.debugLogger(context.Background()); log != nil {
+	h.pool.closeDown(lossless)
+	if log := h.m.debugLogger(context.Background()); log != nil {
 		log.Debug("intents: path unresponsive", "path", p.Name, "peer", remote, "closed", len(lossless), "held", len(quiet)-len(lossless), "probe", why)
 	}
-}
-
-// closeSilent closes es, connections on a path taken for silent, as on a
-// path that went down: their requests fail with a PathDownError (and are
-// sent again or resume elsewhere where they may).
-func (c *core) closeSilent(es []*entry) {
-	if len(es) == 0 {
-		return
-	}
-	c.mu.Lock()
-	for _, e := range es {
-		if !e.removed {
-			e.pathDown.Store(true)
-			c.remove(e)
-		}
-	}
-	c.mu.Unlock()
-	c.serve()
 }
 
 // recoverable reports whether closing e loses nothing: it carries no
@@ -348,7 +283,7 @@ func (e *entry) recoverable() bool {
 	case 0:
 		return true
 	case 1:
-		return e.replayable.Load() || e.resumable.Load()
+		return e.fate.replayable.Load() || e.fate.resumable.Load()
 	}
 	return false
 }
@@ -360,13 +295,13 @@ func (e *entry) recoverable() bool {
 // path stays shunned on stale evidence. It probes the peer that went
 // silent and the path's DNS servers (TCP port 53): a peer that went away
 // does not keep a working path marked.
-func (c *core) reprobe(name string, est *estimate.Path, remote netip.AddrPort) {
+func (h *pathHealth) reprobe(name string, est *estimate.Path, remote netip.AddrPort) {
 	wait := reprobeFirst
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		select {
-		case <-c.measureCtx.Done():
+		case <-h.ctx.Done():
 			est.ClearUnresponsive()
 			return
 		case <-t.C:
@@ -374,17 +309,17 @@ func (c *core) reprobe(name string, est *estimate.Path, remote netip.AddrPort) {
 		if !est.Unresponsive() {
 			return
 		}
-		p := c.m.Path(name)
+		p := h.m.Path(name)
 		if p == nil || !p.Up {
 			est.ClearUnresponsive()
 			return
 		}
-		ctx, cancel := context.WithTimeout(c.measureCtx, reprobeTimeout)
-		ok := c.pathAnswers(ctx, p, reprobeTargets(p, remote))
+		ctx, cancel := context.WithTimeout(h.ctx, reprobeTimeout)
+		ok := h.pathAnswers(ctx, p, reprobeTargets(p, remote))
 		cancel()
 		if ok {
 			est.ClearUnresponsive()
-			if log := c.m.debugLogger(context.Background()); log != nil {
+			if log := h.m.debugLogger(context.Background()); log != nil {
 				log.Debug("intents: path answers again", "path", name)
 			}
 			return
@@ -411,12 +346,12 @@ func reprobeTargets(p *Path, peer netip.AddrPort) []netip.AddrPort {
 
 // pathAnswers makes a handshake with every target through p at once and
 // reports whether one answered (see answered) before ctx ended.
-func (c *core) pathAnswers(ctx context.Context, p *Path, targets []netip.AddrPort) bool {
+func (h *pathHealth) pathAnswers(ctx context.Context, p *Path, targets []netip.AddrPort) bool {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make(chan bool, len(targets))
 	for _, t := range targets {
-		go func() { results <- answered(c.probeLive(ctx, p, t)) }()
+		go func() { results <- answered(h.probeLive(ctx, p, t)) }()
 	}
 	ok := false
 	for range targets {
@@ -426,91 +361,6 @@ func (c *core) pathAnswers(ctx context.Context, p *Path, targets []netip.AddrPor
 		}
 	}
 	return ok
-}
-
-// spareTimeout bounds the dial of a spare connection.
-const spareTimeout = 10 * time.Second
-
-// warmSpareLocked opens, while e's path is being probed, an idle
-// connection to e's destination on the next path that the request that
-// opened e could use and every request given e since permits (up, not
-// marked Unresponsive), if it has none free there and the limits allow
-// one more: if e's path is dead, the request sent again or
-// resumed finds the handshakes done (a TCP and a TLS round trip saved);
-// if not, the connection idles like any other. Under c.mu.
-func (c *core) warmSpareLocked(e *entry) {
-	if e.dial == nil || c.closed || !c.roomFor(e.key) {
-		return
-	}
-	var to *Path
-	for _, p := range e.permitted {
-		if p.Name != e.path.Name && p.Up && responsive(p) && !c.hasFreeOn(e.key, p) && c.dialing[dialKey{e.key, p}] == 0 &&
-			allPermit(e.granted, p, networkFamily(e.dest.Network)) {
-			to = p
-			break
-		}
-	}
-	if to == nil {
-		return
-	}
-	c.openSpareLocked(e.key, e.dest, e.permitted, to, spareTimeout, e.dial)
-}
-
-// openSpareLocked takes the place in the limits of a spare connection to
-// key on p and opens it in the background (see openSpare), under c.mu.
-func (c *core) openSpareLocked(key string, dest Destination, permitted []*Path, p *Path, timeout time.Duration,
-	dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) {
-	s := c.takeDialSlot(key, dest, permitted, Choice{Path: p, Fresh: true}, 0)
-	c.measuring.Go(func() { c.openSpare(s, timeout, dial) })
-}
-
-// allPermit reports whether every one of ins permits p.
-func allPermit(ins []Intents, p *Path, family byte) bool {
-	for i := range ins {
-		if ok, _ := permit(&ins[i], []*Path{p}, family, false); len(ok) == 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// hasFreeOn reports whether key has a connection on p that can take a
-// request, under c.mu.
-func (c *core) hasFreeOn(key string, p *Path) bool {
-	for _, e := range c.entries[key] {
-		if e.path != nil && e.path.Name == p.Name && !e.migrating && e.c.available() > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// openSpare dials, within timeout, the spare connection s allows and puts
-// it in the pool, idle (see warmSpareLocked and prepareOthers).
-func (c *core) openSpare(s dialSlot, timeout time.Duration, dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) {
-	ctx, cancel := context.WithTimeout(c.measureCtx, timeout)
-	pc, raw, err := dial(ctx, s.choice)
-	cancel()
-	mp := err == nil && mptcpOf(raw) // a system call: before the lock
-	c.mu.Lock()
-	if err != nil || c.closed {
-		c.endDial(s, false)
-		c.mu.Unlock()
-		if err == nil {
-			pc.close()
-		}
-		c.serve()
-		return
-	}
-	e := c.addLocked(s, pc, raw, mp, dial)
-	e.spare = true
-	c.changedLocked(e) // idle from the start
-	c.serveLocked()
-	c.mu.Unlock()
-	c.watch(e)
-	if log := c.m.debugLogger(context.Background()); log != nil {
-		log.Debug("intents: spare connection opened", "path", s.path.Name, "dest", s.key)
-	}
 }
 
 // remoteAddrPort is c's peer address.

@@ -41,6 +41,6 @@ func TestPathAnswersThroughAnyTarget(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	assert.False(t, c.pathAnswers(ctx, p, []netip.AddrPort{silent}), "a peer that drops the SYN does not answer")
-	assert.True(t, c.pathAnswers(context.Background(), p, []netip.AddrPort{silent, up}), "another target on the path does")
+	assert.False(t, c.health.pathAnswers(ctx, p, []netip.AddrPort{silent}), "a peer that drops the SYN does not answer")
+	assert.True(t, c.health.pathAnswers(context.Background(), p, []netip.AddrPort{silent, up}), "another target on the path does")
 }

@@ -84,7 +84,7 @@ func TestProbeAnsweredByRefusal(t *testing.T) {
 	l.Close() // nothing listens now: the kernel refuses
 	c := newCore(loManager(t, nil), coreConfig{})
 	defer c.close()
-	err := c.probeLive(context.Background(), c.m.Paths()[0], netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port))
+	err := c.health.probeLive(context.Background(), c.m.Paths()[0], netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port))
 	require.Error(t, err)
 	assert.True(t, answered(err), "%v", err)
 	assert.False(t, answered(context.DeadlineExceeded))
@@ -140,15 +140,13 @@ func TestSpareOnlyWhereTheRequestsMayGo(t *testing.T) {
 		return nil, nil, errors.New("not dialed in this test")
 	}
 	e := busyEntry(1, a)
-	e.dest, e.permitted, e.dial = testDest, []*Path{a, b}, dial
+	e.origin.dest, e.origin.permitted, e.origin.dial = testDest, []*Path{a, b}, dial
 	e.granted = []Intents{{Interfaces: map[string]Level{"b": LevelProhibit}}}
 	c := poolWith(loManager(t, nil), 0, 0, []*Path{a, b}, e)
 	defer c.close()
 	warm := func() {
-		c.mu.Lock()
-		c.warmSpareLocked(e)
-		c.mu.Unlock()
-		c.measuring.Wait()
+		c.health.warmSpare(e)
+		c.health.runs.Wait()
 	}
 	warm()
 	assert.Empty(t, dialed, "a request on it prohibits b")
@@ -157,11 +155,11 @@ func TestSpareOnlyWhereTheRequestsMayGo(t *testing.T) {
 	assert.Equal(t, []string{"b"}, dialed)
 
 	// A request given a connection is among those it answers for.
-	idle := &entry{id: 2, key: "k", path: a, c: &fakeConn{}, dial: dial, created: time.Now(), lastUsed: time.Now()}
+	idle := &entry{id: 2, key: "k", path: a, c: &fakeConn{}, origin: entryOrigin{dial: dial}, created: time.Now(), lastUsed: time.Now()}
 	w := queuedWaiter(1000)
 	w.in.Interfaces = map[string]Level{"b": LevelProhibit}
 	c.mu.Lock()
-	_, ok := c.reserve(w, idle, time.Now())
+	_, ok := c.sched.reserve(w, idle, time.Now())
 	granted := idle.granted
 	c.mu.Unlock()
 	require.True(t, ok)
@@ -192,12 +190,12 @@ func TestResumeStalledBound(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := busyEntry(1, p)
-			e.resumable.Store(tc.resumable)
-			e.activeSince = time.Now().Add(-time.Second)
+			e.fate.resumable.Store(tc.resumable)
+			e.sample.activeSince = time.Now().Add(-time.Second)
 			c := poolWith(loManager(t, nil), 6, 17, []*Path{p}, e)
 			info := tcpinfo.Info{RTT: tc.rtt, LastDataRecv: tc.quiet, LastAckRecv: tc.quiet}
-			c.resumeStalled(e, info, 100*time.Millisecond) // probed after 100 ms of silence
-			assert.Equal(t, tc.resumes, e.stalled.Load(), "stalled")
+			c.health.resumeStalled(e, info, 100*time.Millisecond) // probed after 100 ms of silence
+			assert.Equal(t, tc.resumes, e.fate.stalled.Load(), "stalled")
 			assert.Equal(t, tc.resumes, e.removed, "closed for the body to resume")
 		})
 	}
@@ -219,8 +217,8 @@ func TestRecoverable(t *testing.T) {
 		{"a body that cannot resume, or a request that may not be sent twice", true, false, false, false},
 	} {
 		e := &entry{c: &fakeConn{busy: c.busy}}
-		e.replayable.Store(c.replayable)
-		e.resumable.Store(c.resumable)
+		e.fate.replayable.Store(c.replayable)
+		e.fate.resumable.Store(c.resumable)
 		assert.Equal(t, c.want, e.recoverable(), c.name)
 	}
 }

@@ -58,7 +58,7 @@ var ErrPoolClosed = errors.New("intents: pool closed")
 
 // errStalled is matched by the errors of bodies whose connection was
 // closed because it stalled while its path answered: they resume on
-// another connection (see core.resumeStalled).
+// another connection (see pathHealth.resumeStalled).
 var errStalled = errors.New("intents: connection stalled")
 
 type stalledError struct{ err error }

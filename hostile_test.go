@@ -281,7 +281,7 @@ func TestHostileNewHostAtTheTotalLimit(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	tr.init()
 	queued := make(chan struct{}, 1)
-	tr.core.testHookQueued = func() {
+	tr.core.sched.testHookQueued = func() {
 		select {
 		case queued <- struct{}{}:
 		default:

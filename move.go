@@ -126,21 +126,21 @@ func (c *core) candidatesOf(key string) ([]Candidate, int64) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	es := c.entries[key]
+	es := c.reg.entries[key]
 	cands := make([]Candidate, 0, len(es))
 	for _, e := range es {
 		if e.migrating {
 			continue
 		}
 		cand := e.candidate(now)
-		cand.Waiting, cand.WaitingBytes = c.queue.waitingFor(e, nil)
+		cand.Waiting, cand.WaitingBytes = c.sched.queue.waitingFor(e, nil)
 		cands = append(cands, cand)
 	}
 	var typical int64
-	if c.originSize != nil {
-		typical, _ = c.originSize(key) // a moving request's key is its origin's: never through a proxy
+	if c.sched.originSize != nil {
+		typical, _ = c.sched.originSize(key) // a moving request's key is its origin's: never through a proxy
 	}
-	return cands, c.queue.bytesFor(key, nil, typical, 1)
+	return cands, c.sched.queue.bytesFor(key, nil, typical, 1)
 }
 
 // moveOnto takes e out of the pool, closing it, if its destination has a
@@ -150,7 +150,7 @@ func (c *core) candidatesOf(key string) ([]Candidate, int64) {
 func (c *core) moveOnto(e *entry, p *Path) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || e.removed || !c.hasFreeOn(e.key, p) {
+	if c.closed || e.removed || !c.reg.hasFreeOn(e.key, p) {
 		return false
 	}
 	c.remove(e)
@@ -168,10 +168,10 @@ func (c *core) connectionFor(key string, p *Path) bool {
 	if c.closed {
 		return false
 	}
-	if c.hasFreeOn(key, p) || c.roomFor(key) {
+	if c.reg.hasFreeOn(key, p) || c.reg.roomFor(key) {
 		return true
 	}
-	for _, e := range c.entries[key] {
+	for _, e := range c.reg.entries[key] {
 		if e.path != p && !e.migrating && e.c.inFlight() == 0 {
 			return true
 		}
@@ -190,7 +190,7 @@ func (c *core) moveSlot(e *entry, dest Destination, p *Path, permitted []*Path, 
 		return dialSlot{}, false
 	}
 	c.remove(e)
-	return c.takeDialSlot(e.key, dest, permitted, Choice{Path: p, Fresh: true}, size), true
+	return c.reg.takeDialSlot(e.key, dest, permitted, Choice{Path: p, Fresh: true}, size), true
 }
 
 // moveCheck is what a response needs to be moved, and when its move is

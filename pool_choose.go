@@ -40,14 +40,14 @@ const maxStaleDecisions = 3
 // attempt asks the policy for w and applies its choices: a grant, or false
 // to keep waiting. With only set, it takes nothing but a new connection on
 // only, and that only if the policy still wants it first. Called under
-// c.mu, which it drops while sockets are looked at and while the policy
+// s.pool.mu, which it drops while sockets are looked at and while the policy
 // decides; a queued waiter that left the queue meanwhile gets nothing.
-func (c *core) attempt(w *waiter, only *Path) (grant, bool) {
+func (s *scheduler) attempt(w *waiter, only *Path) (grant, bool) {
 	sc := decideScratchPool.Get().(*decideScratch)
 	defer decideScratchPool.Put(sc)
 	for range maxStaleDecisions {
-		g, s := c.decideOnce(w, only, sc)
-		switch s {
+		g, st := s.decideOnce(w, only, sc)
+		switch st {
 		case stepGranted:
 			g.held = !w.heldSince.IsZero()
 			return g, true
@@ -59,16 +59,16 @@ func (c *core) attempt(w *waiter, only *Path) (grant, bool) {
 	return grant{}, false
 }
 
-// decideOnce is one decision of attempt: a snapshot under c.mu, the policy
+// decideOnce is one decision of attempt: a snapshot under s.pool.mu, the policy
 // without it, its choices applied under it again.
-func (c *core) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant, step) {
-	c.dropDead(w.key, sc)
-	if c.left(w) {
+func (s *scheduler) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant, step) {
+	s.dropDead(w.key, sc)
+	if s.left(w) {
 		return grant{}, stepWait
 	}
 	now := time.Now()
 	cands := sc.cands[:0]
-	for _, e := range c.entries[w.key] {
+	for _, e := range s.pool.reg.entries[w.key] {
 		if e.migrating {
 			continue
 		}
@@ -76,32 +76,32 @@ func (c *core) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant, step
 		// A connection with a reader of its own that can take a request
 		// is alive; one that cannot may be dead, and is asked.
 		if cand.Available == 0 && e.c.ownReader() && e.c.dead() {
-			c.remove(e)
+			s.pool.remove(e)
 			continue
 		}
-		cand.Waiting, cand.WaitingBytes = c.queue.waitingFor(e, w)
+		cand.Waiting, cand.WaitingBytes = s.queue.waitingFor(e, w)
 		cands = append(cands, cand)
 	}
 	sc.cands = cands
 	var originTypical int64
-	if w.sizeOrigin != "" && c.originSize != nil {
-		if typical, source := c.originSize(w.sizeOrigin); source != "" {
+	if w.sizeOrigin != "" && s.originSize != nil {
+		if typical, source := s.originSize(w.sizeOrigin); source != "" {
 			// What the responses since the request came teach.
 			originTypical = typical
 			w.in.SizeToBeReceived, w.sizeSource = typical, source
 		}
 	}
-	queued := c.queue.bytesFor(w.key, w, originTypical, 0)
+	queued := s.queue.bytesFor(w.key, w, originTypical, 0)
 
-	c.mu.Unlock()
-	d, err := c.m.decide(w.ctx, query{in: &w.in, sizeSource: w.sizeSource, dest: w.dest, loopback: w.loopback, cands: cands, skip: w.skip, queued: queued}, sc.choices)
+	s.pool.mu.Unlock()
+	d, err := s.pool.m.decide(w.ctx, query{in: &w.in, sizeSource: w.sizeSource, dest: w.dest, loopback: w.loopback, cands: cands, skip: w.skip, queued: queued}, sc.choices)
 	sc.choices = d.choices[:0]
-	c.mu.Lock()
+	s.pool.mu.Lock()
 
-	if c.left(w) {
+	if s.left(w) {
 		return grant{}, stepWait
 	}
-	if c.closed {
+	if s.pool.closed {
 		return grant{err: ErrPoolClosed}, stepGranted
 	}
 	w.wants, w.wantsPath, w.decided, w.permitted = nil, nil, true, d.permitted
@@ -113,17 +113,17 @@ func (c *core) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant, step
 			return grant{}, stepWait
 		}
 		var g grant
-		var s step
+		var st step
 		switch {
 		case ch.Wait:
-			s = stepWait
+			st = stepWait
 		case ch.Reuse != nil:
-			g, s = c.applyReuse(w, ch.Reuse, now)
+			g, st = s.applyReuse(w, ch.Reuse, now)
 		default:
-			g, s = c.applyNew(w, ch, i == 0, now)
+			g, st = s.applyNew(w, ch, i == 0, now)
 		}
-		if s != stepNext {
-			return g, s
+		if st != stepNext {
+			return g, st
 		}
 	}
 	if len(d.choices) > 0 && only == nil {
@@ -137,10 +137,10 @@ func (c *core) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant, step
 		// names a path first and the others as fallbacks (RoundRobin)
 		// means a free connection there rather than a closed one.
 		ch := d.choices[0]
-		if !ch.Wait && ch.Reuse == nil && (!ch.Fresh || !c.unusedPath(w.key, c.entries[w.key], ch.Path)) && !c.roomFor(w.key) {
-			c.replaceIdleFor(w, ch.Path, !c.queue.aheadOf(w), true)
-			if g, s := c.applyNew(w, ch, false, now); s == stepGranted {
-				return g, s
+		if !ch.Wait && ch.Reuse == nil && (!ch.Fresh || s.pool.reg.connsOn(w.key, ch.Path) > 0) && !s.pool.reg.roomFor(w.key) {
+			s.replaceIdleFor(w, ch.Path, !s.queue.aheadOf(w), true)
+			if g, st := s.applyNew(w, ch, false, now); st == stepGranted {
+				return g, st
 			}
 		}
 	}
@@ -148,20 +148,20 @@ func (c *core) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant, step
 }
 
 // left reports whether w, once queued, has left the queue (its context
-// ended, or the pool closed): under c.mu.
-func (c *core) left(w *waiter) bool { return w.queued && !w.inQueue }
+// ended, or the pool closed): under s.pool.mu.
+func (s *scheduler) left(w *waiter) bool { return w.queued && !w.inQueue }
 
 // dropDead removes key's dead connections before a decision, so neither
 // the policy nor the limits count them. A connection lent out whole is
-// checked by its socket, outside c.mu (dropped meanwhile).
-func (c *core) dropDead(key string, sc *decideScratch) {
+// checked by its socket, outside s.pool.mu (dropped meanwhile).
+func (s *scheduler) dropDead(key string, sc *decideScratch) {
 	sc.peek = sc.peek[:0]
-	for _, e := range c.entries[key] {
+	for _, e := range s.pool.reg.entries[key] {
 		switch {
 		case e.c.ownReader(): // its reader reports a close or stray bytes: see decideOnce
 		case e.c.available() == 0:
 		case e.c.dead():
-			c.remove(e)
+			s.pool.remove(e)
 		case e.needsPeek():
 			sc.peek = append(sc.peek, e)
 		}
@@ -169,7 +169,7 @@ func (c *core) dropDead(key string, sc *decideScratch) {
 	if len(sc.peek) == 0 {
 		return
 	}
-	c.mu.Unlock()
+	s.pool.mu.Unlock()
 	n := 0
 	for _, e := range sc.peek {
 		if !e.alive() {
@@ -177,10 +177,10 @@ func (c *core) dropDead(key string, sc *decideScratch) {
 			n++
 		}
 	}
-	c.mu.Lock()
+	s.pool.mu.Lock()
 	for _, e := range sc.peek[:n] {
 		if e.c.inFlight() == 0 { // not taken meanwhile by a request that looked before it died
-			c.remove(e)
+			s.pool.remove(e)
 		}
 	}
 	clear(sc.peek)
@@ -188,13 +188,13 @@ func (c *core) dropDead(key string, sc *decideScratch) {
 
 // applyReuse applies a choice to reuse the connection of cand, which is
 // as the policy saw it.
-func (c *core) applyReuse(w *waiter, cand *Candidate, now time.Time) (grant, step) {
-	e := c.byID(c.entries[w.key], cand.ID)
+func (s *scheduler) applyReuse(w *waiter, cand *Candidate, now time.Time) (grant, step) {
+	e := s.pool.reg.byID(w.key, cand.ID)
 	if e == nil {
 		return grant{}, stepNext // closed since the snapshot
 	}
-	if !c.queue.wantedAhead(w, e) {
-		if g, ok := c.reserve(w, e, now); ok {
+	if !s.queue.wantedAhead(w, e) {
+		if g, ok := s.reserve(w, e, now); ok {
 			return g, stepGranted
 		}
 	}
@@ -202,10 +202,10 @@ func (c *core) applyReuse(w *waiter, cand *Candidate, now time.Time) (grant, ste
 	// for this busy one: taken in queue order, as net/http hands out its
 	// connections, so a request behind cannot take it first and leave this
 	// one waiting behind a long transfer.
-	if g, ok := c.freeOn(w, e.path, now); ok {
+	if g, ok := s.freeOn(w, e.path, now); ok {
 		return g, stepGranted
 	}
-	if w.waitedOut && c.roomFor(w.key) {
+	if w.waitedOut && s.pool.reg.roomFor(w.key) {
 		return grant{}, stepNext // waited long enough for busy connections
 	}
 	if cand.Available > 0 {
@@ -217,26 +217,26 @@ func (c *core) applyReuse(w *waiter, cand *Candidate, now time.Time) (grant, ste
 	// connection could be had (its body may be held unread by the very
 	// caller that waits).
 	w.wants = e
-	if c.roomFor(w.key) && w.timer == nil && w.inQueue {
-		c.waitAtMost(w)
+	if s.pool.reg.roomFor(w.key) && w.timer == nil && w.inQueue {
+		s.waitAtMost(w)
 	}
 	return grant{}, stepWait
 }
 
 // applyNew applies a choice of a new connection on ch.Path (or, unless
 // ch.Fresh, a free one there). first says it is the policy's first choice.
-func (c *core) applyNew(w *waiter, ch Choice, first bool, now time.Time) (grant, step) {
+func (s *scheduler) applyNew(w *waiter, ch Choice, first bool, now time.Time) (grant, step) {
 	if !ch.Fresh {
-		if g, ok := c.freeOn(w, ch.Path, now); ok {
+		if g, ok := s.freeOn(w, ch.Path, now); ok {
 			return g, stepGranted
 		}
 	}
 	// Only the first in line for the destination makes room under the
 	// total limit: one passing others (see servePass) would close what
 	// those ahead may yet take. (At the host's limit, see replaceIdleFor.)
-	firstInLine := !c.queue.aheadOf(w)
-	if firstInLine && !c.roomFor(w.key) && c.underHostLimit(w.key) {
-		c.closeOldestIdle() // make room under the total limit, as browsers do
+	firstInLine := !s.queue.aheadOf(w)
+	if firstInLine && !s.pool.reg.roomFor(w.key) && s.pool.reg.underHostLimit(w.key) {
+		s.pool.idle.closeOldest() // make room under the total limit, as browsers do
 	}
 	// The policy's first choice wants a new connection on its path: at
 	// the host's limit an idle one elsewhere makes room (where that evens
@@ -244,17 +244,17 @@ func (c *core) applyNew(w *waiter, ch Choice, first bool, now time.Time) (grant,
 	// on other paths, nothing would ever free a slot (a
 	// choice of a connection there, not Fresh, only once the later
 	// choices could not be had: see decideOnce).
-	if first && ch.Fresh && !c.roomFor(w.key) {
-		c.replaceIdleFor(w, ch.Path, !c.queue.undecidedAhead(w), false)
+	if first && ch.Fresh && !s.pool.reg.roomFor(w.key) {
+		s.replaceIdleFor(w, ch.Path, !s.queue.undecidedAhead(w), false)
 	}
-	if !c.roomFor(w.key) {
+	if !s.pool.reg.roomFor(w.key) {
 		return grant{}, stepNext // at a limit: a later choice may still reuse something
 	}
-	if c.holdsForSizes(w, now) {
+	if s.holdsForSizes(w, now) {
 		return grant{}, stepNext // so may this one: see holdsForSizes
 	}
 	size := max(w.in.SizeToBeReceived, 0)
-	return grant{slot: c.takeDialSlot(w.key, w.dest, w.permitted, ch, size), size: size}, stepGranted
+	return grant{slot: s.pool.reg.takeDialSlot(w.key, w.dest, w.permitted, ch, size), size: size}, stepGranted
 }
 
 // sizesToHoldFor is how many responses an origin's typical size stands on
@@ -302,12 +302,11 @@ const holdRTTs = 4
 // small objects over a near path of 10 or 20 ms lost 4–10 % each (the
 // hold lasts one or two of its round trips, and moves decisions past the
 // other path's handshake).
-func (c *core) holdsForSizes(w *waiter, now time.Time) bool {
-	if c.originSettled == nil || w.sizeOrigin == "" || w.sizeSource != SizeFromRecent ||
-		c.originSettled(w.sizeOrigin) {
+func (s *scheduler) holdsForSizes(w *waiter, now time.Time) bool {
+	if s.originSettled == nil || w.sizeOrigin == "" || w.sizeSource != SizeFromRecent ||
+		s.originSettled(w.sizeOrigin) {
 		return false
 	}
-	es := c.entries[w.key]
 	var near time.Duration
 	open, unmeasured := 0, false
 	for _, p := range w.permitted {
@@ -316,7 +315,7 @@ func (c *core) holdsForSizes(w *waiter, now time.Time) bool {
 			unmeasured = true
 			continue
 		}
-		open += c.connsOn(w.key, es, p)
+		open += s.pool.reg.connsOn(w.key, p)
 		if near == 0 || rtt < near {
 			near = rtt
 		}
@@ -333,7 +332,7 @@ func (c *core) holdsForSizes(w *waiter, now time.Time) bool {
 	}
 	if w.inQueue && w.holdTimer == nil {
 		// A waiter not queued yet is decided again as soon as it is.
-		c.decideAgainAfter(w, &w.holdTimer, left, func() bool { return true })
+		s.decideAgainAfter(w, &w.holdTimer, left, func() bool { return true })
 	}
 	return true
 }
@@ -368,11 +367,10 @@ func (c *core) holdsForSizes(w *waiter, now time.Time) bool {
 // As a last resort (no choice of the decision could be had), any idle
 // connection elsewhere: else, with every connection idle, nothing would
 // ever free a slot.
-func (c *core) replaceIdleFor(w *waiter, p *Path, passedOver, lastResort bool) {
-	es := c.entries[w.key]
-	if c.unusedPath(w.key, es, p) {
+func (s *scheduler) replaceIdleFor(w *waiter, p *Path, passedOver, lastResort bool) {
+	if s.pool.reg.connsOn(w.key, p) == 0 {
 		w.wantsPath = p
-		c.closeIdleOf(w.key, es, p, 0)
+		s.pool.idle.closeOf(w.key, p, 0)
 		return
 	}
 	if !passedOver {
@@ -380,89 +378,52 @@ func (c *core) replaceIdleFor(w *waiter, p *Path, passedOver, lastResort bool) {
 	}
 	atLeast := 0
 	if !lastResort {
-		atLeast = c.connsOn(w.key, es, p) + 2
+		atLeast = s.pool.reg.connsOn(w.key, p) + 2
 	}
-	c.closeIdleOf(w.key, es, p, atLeast)
-}
-
-// connsOn counts the destination's connections on p, open (among es) or
-// being opened.
-func (c *core) connsOn(key string, es []*entry, p *Path) int {
-	n := c.dialing[dialKey{key, p}]
-	for _, e := range es {
-		if e.path == p {
-			n++
-		}
-	}
-	return n
-}
-
-// unusedPath reports whether the destination has no connection, open or
-// being opened, on p.
-func (c *core) unusedPath(key string, es []*entry, p *Path) bool {
-	return c.connsOn(key, es, p) == 0
-}
-
-func (c *core) byID(es []*entry, id uint64) *entry {
-	for _, e := range es {
-		if e.id == id {
-			return e
-		}
-	}
-	return nil
+	s.pool.idle.closeOf(w.key, p, atLeast)
 }
 
 // freeOn finds the most recently used connection of w's destination on
 // path p with a free slot that no waiter ahead of w waits for, and
 // reserves it.
-func (c *core) freeOn(w *waiter, p *Path, now time.Time) (grant, bool) {
+func (s *scheduler) freeOn(w *waiter, p *Path, now time.Time) (grant, bool) {
 	var best *entry
-	for _, e := range c.entries[w.key] {
-		if e.path == p && !e.migrating && e.c.available() > 0 && !c.queue.wantedAhead(w, e) && (best == nil || e.lastUsed.After(best.lastUsed)) {
+	for _, e := range s.pool.reg.entries[w.key] {
+		if e.path == p && !e.migrating && e.c.available() > 0 && !s.queue.wantedAhead(w, e) && (best == nil || e.lastUsed.After(best.lastUsed)) {
 			best = e
 		}
 	}
 	if best == nil {
 		return grant{}, false
 	}
-	return c.reserve(w, best, now)
+	return s.reserve(w, best, now)
 }
 
-// reserve takes a slot on e for a grant, under c.mu.
-func (c *core) reserve(w *waiter, e *entry, now time.Time) (grant, bool) {
+// reserve takes a slot on e for a grant, under s.pool.mu.
+func (s *scheduler) reserve(w *waiter, e *entry, now time.Time) (grant, bool) {
 	wasIdle := !e.idleSince.IsZero() // set when it went idle, cleared here
 	if e.removed {
 		return grant{}, false
 	}
 	if !e.c.reserve() {
 		if e.c.dead() {
-			c.remove(e) // died since it was looked at
+			s.pool.remove(e) // died since it was looked at
 		}
 		return grant{}, false
 	}
 	size := max(w.in.SizeToBeReceived, 0)
 	e.addPending(size)
-	if e.dial != nil {
+	if e.origin.dial != nil {
 		e.granted = append(e.granted, w.in)
 	}
 	e.idleSince = time.Time{}
 	e.spare = false
-	c.sampler.setActive(e, true)
-	c.stat(e.path).Reuses++
+	s.pool.sampler.setActive(e, true)
+	s.pool.reg.stat(e.path).Reuses++
 	g := grant{e: e, reused: true, wasIdle: wasIdle, size: size}
 	if wasIdle {
 		g.idle = now.Sub(e.lastUsed)
 	}
 	e.lastUsed = now
 	return g, true
-}
-
-func (c *core) roomFor(key string) bool {
-	return c.underHostLimit(key) && (c.maxTotal <= 0 || c.total < c.maxTotal)
-}
-
-// underHostLimit reports whether key may have one more connection by the
-// per-destination limit.
-func (c *core) underHostLimit(key string) bool {
-	return c.maxPerHost <= 0 || len(c.entries[key])+c.dialingTo(key) < c.maxPerHost
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,13 +13,11 @@ import (
 	"time"
 
 	"github.com/sockintents/intents/internal/sockopt"
-	"github.com/sockintents/intents/mptcp"
 )
 
-// The pool core: the registry of connections and its limits. The queue of
-// waiting requests is in pool_queue.go, how a policy's decision becomes a
-// grant in pool_choose.go, idle connections in pool_idle.go, and feeding
-// the path estimators in pool_estimate.go.
+// The pool core: the lock and the parts that share it (see core), a
+// request's way through them (acquire, open, release), and what the pool
+// does when a connection or a path changes.
 
 // pooled is what the pool core manages: a raw connection lent out whole
 // (Pool) or an HTTP client connection with request slots (Transport).
@@ -53,7 +50,7 @@ const (
 	// is its caller's business.
 	carrierWhole carrier = iota
 	// carrierTCP: HTTP/1 or HTTP/2 over TCP; its silence is read from
-	// TCP_INFO (see core.checkQuiet).
+	// TCP_INFO (see pathHealth.checkQuiet).
 	carrierTCP
 	// carrierQUIC: HTTP/3; each request a stream that can end alone.
 	carrierQUIC
@@ -81,48 +78,66 @@ type entry struct {
 	idleSince time.Time // zero while in use
 	removed   bool
 	migrating bool // moving to another path: not offered to requests
-	// spare: opened with no request for it (see prepareOthers), and none
+	// spare: opened with no request for it (see pathHealth.prepareOthers), and none
 	// granted it since
 	spare bool
+	// granted are the intents of the requests given it since it was last
+	// idle: a spare for it goes only where they all may go.
+	granted []Intents
 
+	origin entryOrigin // what opened it: set once
+	fate   entryFate   // how its connection ended (atomics)
+	sample entrySample // the sampler's, under sampler.mu
+	probe  entryProbe  // TCP_INFO and the liveness probe, under probe.mu
+
+	bytesIn, bytesOut atomic.Int64
+	pending           atomic.Int64 // bytes expected by requests in flight
+}
+
+// entryFate is how an entry's connection ended, read by its requests
+// when their reads fail, and what a request on it can do if it does.
+// Atomics: set by whoever closes it, read by its requests.
+type entryFate struct {
 	pathDown atomic.Bool // closed because its path went away
 	// stalled: closed because its body stalled while its path answered
-	// (see core.resumeStalled); resumable: the body it carries (HTTP/1)
-	// resumes by range from where it is; replayable: the request it
-	// carries, still without a response, may be sent again elsewhere.
+	// (see pathHealth.resumeStalled); resumable: the body it carries
+	// (HTTP/1) resumes by range from where it is; replayable: the request
+	// it carries, still without a response, may be sent again elsewhere.
 	stalled, resumable, replayable atomic.Bool
 	// movedTo is the entry that took the connection over when it migrated
-	// to another path (see core.migrate): the requests in flight keep this
-	// one, and read how the connection ended from there.
+	// to another path (see pathHealth.migrate): the requests in flight
+	// keep this one, and read how the connection ended from there.
 	movedTo atomic.Pointer[entry]
+}
 
-	// What opened it, for a spare connection on another path when its
-	// own goes quiet (see core.warmSpareLocked); nil dial: none. granted
-	// are the intents of the requests given it since it was last idle,
-	// under core.mu: a spare goes only where they all may go.
+// entryOrigin is what opened an entry, for a spare connection on another
+// path when its own goes quiet (see pathHealth.warmSpare): a spare goes
+// only where every request given the entry (entry.granted) may go. Set
+// once; nil dial: no spare.
+type entryOrigin struct {
 	dest      Destination
 	permitted []*Path
 	dial      func(ctx context.Context, ch Choice) (pooled, net.Conn, error)
-	granted   []Intents
+}
 
-	// estimator feeding, guarded by sampler.mu
+// entrySample is what the sampler keeps of an entry to feed its path's
+// estimator, under sampler.mu.
+type entrySample struct {
 	active      bool      // counted as active on its path
 	tickBytes   int64     // bytesIn at the last tick
 	activeSince time.Time // when it last became active
 	quietAt     time.Time // when to look at its silence again (zero: at the next tick)
+}
 
-	// TCP_INFO counters at the last sample: sampled outside every lock
-	// (a system call), so under a lock of their own.
-	sampleMu              sync.Mutex
+// entryProbe is an entry's TCP_INFO counters at the last sample and its
+// liveness probe (see pathHealth.checkQuiet): read from system calls
+// outside every other lock, so under a lock of its own.
+type entryProbe struct {
+	mu                    sync.Mutex
 	lastRetrans, lastSegs uint64
-	// A quiet connection's liveness probe (see core.checkQuiet), under
-	// sampleMu too.
-	probing       bool          // a probe is out
-	answered      time.Duration // how quiet it was when a probe was last answered
-	answeredSince time.Time     // the activeSince of the requests it was answered for
-
-	bytesIn, bytesOut atomic.Int64
-	pending           atomic.Int64 // bytes expected by requests in flight
+	probing               bool          // a probe is out
+	answered              time.Duration // how quiet it was when a probe was last answered
+	answeredSince         time.Time     // the activeSince of the requests it was answered for
 }
 
 func (e *entry) candidate(now time.Time) Candidate {
@@ -179,11 +194,11 @@ func (e *entry) pathErr(err error) error {
 // ended says why e's connection was closed, on e's path or on one it
 // migrated to since: the entry whose path went down, or that it stalled.
 func (e *entry) ended() (down *entry, stalled bool) {
-	for x := e; x != nil; x = x.movedTo.Load() {
-		if x.pathDown.Load() {
+	for x := e; x != nil; x = x.fate.movedTo.Load() {
+		if x.fate.pathDown.Load() {
 			return x, false
 		}
-		if x.stalled.Load() {
+		if x.fate.stalled.Load() {
 			return nil, true
 		}
 	}
@@ -196,39 +211,29 @@ func (e *entry) addPending(delta int64) {
 	e.path.addPending(delta)
 }
 
-// core is the policy-driven connection pool shared by Pool and Transport:
-// the connections by destination, the dials under way, and the limits on
-// both. Its lock guards bookkeeping only: the policy, traces, logs and
-// system calls run outside it.
+// core is the policy-driven connection pool shared by Pool and Transport.
+// It holds the lock and the parts that share it: the registry of
+// connections and dials (pool_registry.go), the scheduler that hands
+// them to waiting requests as the policy decides (pool_queue.go,
+// pool_choose.go), the idle connections' limits (pool_idle.go), and the
+// sampler that feeds the path estimators (pool_estimate.go, its own lock
+// taken after this one). Its path health (path_health.go) runs beside
+// it, reaching it through healthPool. The lock guards bookkeeping only:
+// the policy, traces, logs and system calls run outside it.
 type core struct {
 	m *Manager
-	coreConfig
 
-	mu      sync.Mutex
-	entries map[string][]*entry // by key
-	dialing map[dialKey]int     // dials in progress, by key and path
-	total   int                 // entries plus dials in progress
-	queue   waitQueue
-	stats   map[string]*PathStats
-	nextID  uint64
-	closed  bool
-	sweeper *time.Timer // closes idle connections; armed while there are any
+	mu     sync.Mutex
+	closed bool
+	reg    registry
+	sched  scheduler
+	idle   idleConns
 
-	// serving is set while a goroutine hands grants to the queue (serve);
-	// again asks it for another pass, for changes made meanwhile.
-	serving, again bool
-	// wentIdle are the connections gone idle since the last serve: kept
-	// within the idle limits once the waiters had their chance at them.
-	wentIdle []*entry
+	sampler sampler
+	health  *pathHealth
 
-	unsub         func()
-	unsubOnce     sync.Once
-	sampler       sampler
-	measuring     sync.WaitGroup // runs of measure; close ends them
-	stopMeasuring context.CancelFunc
-	measureCtx    context.Context
-
-	testHookQueued func() // called under mu when a request joins the queue
+	unsub     func()
+	unsubOnce sync.Once
 }
 
 // coreConfig is what the owner of a pool (Pool, Transport) gives its core
@@ -237,11 +242,11 @@ type coreConfig struct {
 	limits
 	// measure, if set, connects to a destination through a path and closes
 	// the connection at once: the handshake is a sample of the path's
-	// RTT (see measureOthers). Its runs end by close.
+	// RTT (see pathHealth.measureOthers).
 	measure func(ctx context.Context, p *Path, dest Destination)
 	// warm has a destination's first connection open a spare one on each
-	// other path (see prepareOthers): a Transport's, whose connections
-	// idle until a request is sent on them.
+	// other path (see pathHealth.prepareOthers): a Transport's, whose
+	// connections idle until a request is sent on them.
 	warm bool
 	// originSize, if set, is the size to expect from an origin for a URL
 	// not seen and where it came from (SizeFromOrigin or SizeFromRecent;
@@ -250,7 +255,7 @@ type coreConfig struct {
 	originSize func(origin string) (int64, SizeSource)
 	// originSettled, if set, reports whether the size originSize gives
 	// for origin stands on enough responses for a burst of requests (see
-	// holdsForSizes). A lock of its own, as originSize.
+	// scheduler.holdsForSizes). A lock of its own, as originSize.
 	originSettled func(origin string) bool
 }
 
@@ -264,11 +269,14 @@ type limits struct {
 }
 
 func newCore(m *Manager, cfg coreConfig) *core {
-	c := &core{m: m, coreConfig: cfg,
-		entries: map[string][]*entry{}, dialing: map[dialKey]int{}, stats: map[string]*PathStats{}}
-	c.measureCtx, c.stopMeasuring = context.WithCancel(context.Background())
-	c.sampler.stalled = c.migrateStalled
-	c.sampler.quiet = c.checkQuiet
+	c := &core{m: m, reg: newRegistry(cfg.limits)}
+	c.sched = scheduler{pool: c, originSize: cfg.originSize, originSettled: cfg.originSettled}
+	c.idle = idleConns{r: &c.reg, remove: c.remove, sweep: c.sweep,
+		perHost: cfg.idlePerHost, total: cfg.idleTotal, timeout: cfg.idleTimeout}
+	// No spare where no idle connection is kept: it could only be closed.
+	c.health = newPathHealth(m, c, cfg.warm && cfg.idlePerHost >= 0, cfg.measure)
+	c.sampler.stalled = c.health.migrateStalled
+	c.sampler.quiet = c.health.checkQuiet
 	if m != nil {
 		c.unsub = m.subscribe(c.drainGonePaths)
 	}
@@ -282,15 +290,6 @@ func pathName(p *Path) string {
 	return p.Name
 }
 
-func (c *core) stat(p *Path) *PathStats {
-	s := c.stats[pathName(p)]
-	if s == nil {
-		s = &PathStats{}
-		c.stats[pathName(p)] = s
-	}
-	return s
-}
-
 // grant is what a request gets from the pool: a reserved slot on a pooled
 // connection (e), or the right to open a new one (dial).
 type grant struct {
@@ -300,74 +299,12 @@ type grant struct {
 	idle    time.Duration // how long e had been idle
 	slot    dialSlot      // when dials()
 	size    int64         // bytes the request expects, counted as pending
-	held    bool          // a new connection was held back for it (see holdsForSizes)
+	held    bool          // a new connection was held back for it (see scheduler.holdsForSizes)
 	err     error
 }
 
 // dials reports whether g is the right to open a new connection.
 func (g grant) dials() bool { return g.e == nil && g.err == nil }
-
-// dialSlot is the right to open one connection to key over path: counted
-// against the pool's limits, and at once as load on the path, so that
-// decisions made while the dial is under way see it. endDial is the one
-// place its counts are given back.
-type dialSlot struct {
-	key       string
-	dest      Destination
-	path      *Path
-	choice    Choice
-	size      int64
-	permitted []*Path // the paths the request may use
-}
-
-// dialKey names the dials in progress to one destination over one path.
-type dialKey struct {
-	key  string
-	path *Path
-}
-
-// takeDialSlot counts a new dial to key on ch.Path, under c.mu.
-func (c *core) takeDialSlot(key string, dest Destination, permitted []*Path, ch Choice, size int64) dialSlot {
-	c.dialing[dialKey{key, ch.Path}]++
-	c.total++
-	ch.Path.addActive(1)
-	ch.Path.addPending(size)
-	return dialSlot{key: key, dest: dest, path: ch.Path, choice: ch, size: size, permitted: permitted}
-}
-
-// endDial gives back the counts of s, under c.mu: all of them if the dial
-// failed or was not used; if it opened a connection, the connection now
-// holds its place in the total and its path's counts are the entry's.
-func (c *core) endDial(s dialSlot, opened bool) {
-	k := dialKey{s.key, s.path}
-	switch n := c.dialing[k]; {
-	case n > 1:
-		c.dialing[k] = n - 1
-	case n == 1:
-		delete(c.dialing, k)
-	default:
-		panic("intents: dial slot given back twice")
-	}
-	if !opened {
-		if c.total--; c.total < 0 {
-			panic("intents: pool total below zero")
-		}
-	}
-	s.path.addActive(-1)
-	s.path.addPending(-s.size)
-}
-
-// dialingTo counts the dials in progress to a destination, over any path;
-// under c.mu. The map holds only dials under way: a few entries.
-func (c *core) dialingTo(key string) int {
-	n := 0
-	for k, d := range c.dialing {
-		if k.key == key {
-			n += d
-		}
-	}
-	return n
-}
 
 // connRequest is a request for a connection: to dest, pooled under key,
 // for intents in; sizeSource says where in.SizeToBeReceived came from
@@ -400,7 +337,7 @@ func (c *core) acquire(ctx context.Context, r connRequest,
 		if log != nil {
 			asked = time.Now()
 		}
-		g, err := c.wait(ctx, r, skip)
+		g, err := c.sched.wait(ctx, r, skip)
 		if log != nil {
 			logGrant(ctx, log, &r.in, g, asked)
 		}
@@ -435,7 +372,7 @@ func (c *core) acquire(ctx context.Context, r connRequest,
 // moves, see Mover).
 func (c *core) open(ctx context.Context, s dialSlot, in *Intents,
 	dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) (*entry, error) {
-	c.prepareOthers(s, in, dial)
+	c.health.prepareOthers(s, in, dial)
 	pc, raw, err := dial(ctx, s.choice)
 	if err == nil && !pc.reserve() {
 		pc.close()
@@ -443,43 +380,28 @@ func (c *core) open(ctx context.Context, s dialSlot, in *Intents,
 	}
 	if err != nil {
 		c.mu.Lock()
-		c.endDial(s, false)
+		c.reg.endDial(s, false)
 		c.mu.Unlock()
-		c.serve()
+		c.sched.serve()
 		return nil, err
 	}
 	mp := mptcpOf(raw) // a system call: before the lock
 	c.mu.Lock()
 	if c.closed {
-		c.endDial(s, false)
+		c.reg.endDial(s, false)
 		c.mu.Unlock()
 		pc.close()
 		return nil, ErrPoolClosed
 	}
-	e := c.addLocked(s, pc, raw, mp, dial)
+	e := c.reg.add(s, pc, raw, mp, dial)
 	c.sampler.setActive(e, true)
 	e.addPending(s.size)
 	c.mu.Unlock()
 	c.watch(e)
 	if mg, ok := pc.(migratable); ok && s.path != nil && len(s.permitted) > 1 {
-		c.measuring.Go(func() { mg.prepare(c.measureCtx, c.m, s.path) })
+		c.health.run(func() { mg.prepare(c.health.ctx, c.m, s.path) })
 	}
 	return e, nil
-}
-
-// addLocked puts the connection that s's dial opened in the pool, under
-// c.mu; the slot's place in the limits becomes the entry's. mptcp says
-// whether it runs MPTCP (see mptcpOf: read before the lock).
-func (c *core) addLocked(s dialSlot, pc pooled, raw net.Conn, mptcp bool, dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) *entry {
-	now := time.Now()
-	e := &entry{key: s.key, path: s.path, c: pc, raw: raw, created: now, lastUsed: now, mptcp: mptcp,
-		dest: s.dest, permitted: s.permitted, dial: dial}
-	c.nextID++
-	e.id = c.nextID
-	c.endDial(s, true)
-	c.entries[s.key] = append(c.entries[s.key], e)
-	c.stat(s.path).Dials++
-	return e
 }
 
 // watch has e's connection tell the pool of its changes, if it can (an
@@ -538,9 +460,9 @@ func (c *core) undo(g grant) {
 	case g.err != nil:
 	case g.e == nil:
 		c.mu.Lock()
-		c.endDial(g.slot, false)
+		c.reg.endDial(g.slot, false)
 		c.mu.Unlock()
-		c.serve()
+		c.sched.serve()
 	default:
 		c.release(g.e, g.size)
 	}
@@ -566,18 +488,8 @@ func (c *core) remove(e *entry) {
 // detach takes e out of the pool, under c.mu, leaving its connection
 // open.
 func (c *core) detach(e *entry) {
-	e.removed = true
+	c.reg.detach(e)
 	c.sampler.setActive(e, false)
-	es := c.entries[e.key]
-	if i := slices.Index(es, e); i >= 0 {
-		// A new slice, not slices.Delete in place: callers iterate views of
-		// the old one (a sweep) while removing.
-		c.entries[e.key] = append(es[:i:i], es[i+1:]...)
-		if len(c.entries[e.key]) == 0 {
-			delete(c.entries, e.key)
-		}
-		c.total--
-	}
 }
 
 // changed is called when e's state may have changed (a request finished,
@@ -587,7 +499,7 @@ func (c *core) detach(e *entry) {
 func (c *core) changed(e *entry) {
 	c.mu.Lock()
 	sample := c.changedLocked(e)
-	c.serveLocked()
+	c.sched.serveLocked()
 	c.mu.Unlock()
 	if sample {
 		sampleTCP(e)
@@ -613,8 +525,7 @@ func (c *core) changedLocked(e *entry) (sample bool) {
 		clear(e.granted) // the intents' maps may go
 		e.granted = e.granted[:0]
 		c.sampler.setActive(e, false)
-		c.armSweeper()
-		c.wentIdle = append(c.wentIdle, e)
+		c.idle.add(e)
 	}
 	return sample
 }
@@ -632,27 +543,27 @@ func (c *core) drainGonePaths() {
 		}
 		p := c.m.Path(e.path.Name)
 		gone := p == nil || !p.Up || !hasLocalAddr(p, e.raw)
-		if !gone || (e.mptcp && c.otherPathUp(e.path.Name)) {
+		if !gone || (e.mptcp && c.m.otherPathUp(e.path.Name)) {
 			// An MPTCP connection goes on over its subflows on the other
 			// paths: the kernel moves what was in flight.
 			return false
 		}
 		if mg, ok := e.c.(migratable); ok && !c.closed {
 			e.migrating = true
-			c.measuring.Go(func() { c.migrate(e, mg, true) })
+			c.health.run(func() { c.health.migrate(e, mg, true) })
 			return false
 		}
-		e.pathDown.Store(true)
+		e.fate.pathDown.Store(true)
 		return true
 	})
 	c.mu.Unlock()
-	c.serve()
+	c.sched.serve()
 }
 
 // otherPathUp reports whether a path other than the one named is up (not
 // loopback).
-func (c *core) otherPathUp(name string) bool {
-	for _, p := range c.m.Paths() {
+func (m *Manager) otherPathUp(name string) bool {
+	for _, p := range m.Paths() {
 		if p.Name != name && p.Up && p.Type != TypeLoopback {
 			return true
 		}
@@ -662,7 +573,7 @@ func (c *core) otherPathUp(name string) bool {
 
 // removeWhere removes (and closes) the entries that match, under c.mu.
 func (c *core) removeWhere(match func(*entry) bool) {
-	for _, es := range c.entries {
+	for _, es := range c.reg.entries {
 		for _, e := range es { // remove leaves es as it is
 			if match(e) {
 				c.remove(e)
@@ -671,25 +582,20 @@ func (c *core) removeWhere(match func(*entry) bool) {
 	}
 }
 
+// pathStats is the pool's counters per path (see Transport.Stats).
 func (c *core) pathStats() map[string]PathStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]PathStats, len(c.stats))
-	for name, s := range c.stats {
-		out[name] = PathStats{Reuses: s.Reuses, Dials: s.Dials, Migrated: s.Migrated}
-	}
-	for _, es := range c.entries {
-		for _, e := range es {
-			s := out[pathName(e.path)]
-			if e.c.inFlight() > 0 {
-				s.Active++
-			} else {
-				s.Idle++
-			}
-			out[pathName(e.path)] = s
-		}
-	}
-	return out
+	return c.reg.pathStats()
+}
+
+// sweep is the idle sweeper's run: it closes the connections idle for
+// the idle timeout (see idleConns.expire).
+func (c *core) sweep() {
+	c.mu.Lock()
+	c.idle.expire(time.Now(), c.closed)
+	c.mu.Unlock()
+	c.sched.serve()
 }
 
 // closeIdle closes every connection with nothing in flight.
@@ -697,7 +603,7 @@ func (c *core) closeIdle() {
 	c.mu.Lock()
 	c.removeWhere(idle)
 	c.mu.Unlock()
-	c.serve()
+	c.sched.serve()
 }
 
 // close closes the idle connections (busy ones when they are released)
@@ -705,104 +611,13 @@ func (c *core) closeIdle() {
 func (c *core) close() {
 	c.mu.Lock()
 	c.closed = true
-	if c.sweeper != nil {
-		c.sweeper.Stop()
-		c.sweeper = nil
-	}
+	c.idle.stop()
 	c.removeWhere(idle)
-	c.queue.failAll(ErrPoolClosed)
+	c.sched.queue.failAll(ErrPoolClosed)
 	c.mu.Unlock()
 	c.sampler.stop()
 	c.unsubscribe()
-	if c.stopMeasuring != nil {
-		c.stopMeasuring()
-	}
-	c.measuring.Wait()
-}
-
-// prepareOthers readies, while s's connection is dialed, the request's
-// other permitted paths for the requests that may follow it.
-//
-// If the pool warms (a Transport) and s is the destination's first
-// connection (none open yet), a spare connection is opened on each other
-// path the request may use that is up, answers, is neither expensive nor
-// constrained, and which the request does not avoid, as far as the limits
-// allow and if idle connections are kept at all: its handshake measures
-// the path's RTT, and a request the policy sends there later finds the
-// connection open, a round trip sooner (two with TLS), its handshakes
-// done while the first path fetched the first response. An unused spare
-// is an idle connection like any other: closed by the idle limits, or to
-// make room at the host's limit, where it goes first (see closeIdleOf). At
-// most one per path each time a destination is first contacted: its
-// connections after the first do not warm again.
-//
-// Every other path that has no RTT yet and gets no spare is measured with
-// a bare handshake (see measureOthers).
-func (c *core) prepareOthers(s dialSlot, in *Intents, dial func(ctx context.Context, ch Choice) (pooled, net.Conn, error)) {
-	if s.path == nil || len(s.permitted) < 2 || s.dest.Network != "tcp" {
-		return
-	}
-	var warmed []*Path
-	if c.warm && in != nil && dial != nil && c.idlePerHost >= 0 { // negative: no idle connection is kept
-		c.mu.Lock()
-		if !c.closed && len(c.entries[s.key]) == 0 {
-			for _, p := range s.permitted {
-				if p.Name != s.path.Name && warmable(p, in) && c.dialing[dialKey{s.key, p}] == 0 && c.roomFor(s.key) {
-					c.openSpareLocked(s.key, s.dest, s.permitted, p, warmTimeout, dial)
-					warmed = append(warmed, p)
-				}
-			}
-		}
-		c.mu.Unlock()
-	}
-	c.measureOthers(s, warmed)
-}
-
-// warmTimeout bounds the dial of a warmed spare connection: it holds a
-// place in the limits while it dials, and a handshake this slow has
-// measured a retransmission, not the path (see probeRTTTimeout).
-const warmTimeout = probeRTTTimeout
-
-// warmable reports whether a spare connection for a request with intents
-// in may be opened on p before the request's policy sent anything there
-// (see prepareOthers): not where a connection costs (expensive or
-// constrained), nor where the request would rather not go.
-func warmable(p *Path, in *Intents) bool {
-	if !p.Up || !responsive(p) || p.Expensive || p.Constrained {
-		return false
-	}
-	if in.Multipath == MultipathHandover && mptcp.Supported() == nil {
-		// An MPTCP handover connection has a backup subflow on the other
-		// paths already. A spare would be a handover connection that
-		// starts there, and an endpoint's backup flag (one per address,
-		// for every connection) cannot be backup for the first and not
-		// for the spare: the first's backup subflow would carry data.
-		return false
-	}
-	l, _ := effectiveLevel(in, p)
-	return l != LevelAvoid && l != LevelProhibit
-}
-
-// measureOthers measures, while s's connection is dialed, the RTT of the
-// request's other permitted paths that have none yet and no spare
-// connection dialing (warmed): a policy that knows no RTT for a path
-// either avoids it (and never learns) or tries it with a request (which
-// waits for it if the path is slow). A bare handshake, one per path at a
-// time, tells it at the cost of a SYN.
-func (c *core) measureOthers(s dialSlot, warmed []*Path) {
-	if c.measure == nil || s.path == nil || s.dest.Network != "tcp" {
-		return
-	}
-	for _, p := range s.permitted {
-		if p == s.path || !p.Up || p.est == nil || p.Estimate().Measured ||
-			slices.Contains(warmed, p) || !p.est.StartProbe() {
-			continue
-		}
-		c.measuring.Go(func() {
-			defer p.est.EndProbe()
-			c.measure(c.measureCtx, p, s.dest)
-		})
-	}
+	c.health.close()
 }
 
 // unsubscribe ends the subscription to the Manager's path changes, once.

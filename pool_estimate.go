@@ -29,12 +29,20 @@ type sampler struct {
 	// answering it (see h3Conn.stalled), from a tick, outside s.mu.
 	stalled func(*entry)
 	// quiet, if set, is given each active TCP connection's TCP_INFO and
-	// since when it has had requests in flight (see core.checkQuiet),
+	// since when it has had requests in flight (see pathHealth.checkQuiet),
 	// from a tick, outside s.mu; it returns when to look again, if sooner
 	// than the next tick is worth it (0: no sooner).
 	quiet func(e *entry, info tcpinfo.Info, activeSince time.Time) time.Duration
 	// watcher runs watch while anything is active.
 	watcher *time.Timer
+}
+
+// activeFor is how long e has had requests in flight (since it last
+// became active, if it is not now).
+func (s *sampler) activeFor(e *entry) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Since(e.sample.activeSince)
 }
 
 // watchInterval is how often watch looks at the active connections:
@@ -50,10 +58,10 @@ func (s *sampler) setActive(e *entry, active bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.active == active {
+	if e.sample.active == active {
 		return
 	}
-	e.active = active
+	e.sample.active = active
 	if !active {
 		e.path.addActive(-1)
 		for i, a := range s.active {
@@ -68,8 +76,8 @@ func (s *sampler) setActive(e *entry, active bool) {
 		return
 	}
 	e.path.addActive(1)
-	e.tickBytes = e.bytesIn.Load()
-	e.activeSince = time.Now()
+	e.sample.tickBytes = e.bytesIn.Load()
+	e.sample.activeSince = time.Now()
 	s.active = append(s.active, e)
 	if s.ticker == nil && !s.stopped {
 		s.lastTick = time.Now()
@@ -83,16 +91,16 @@ func (s *sampler) setActive(e *entry, active bool) {
 // watch looks at the active connections between ticks, for the ones
 // whose path may have gone silent: every HTTP/3 connection (its bytes
 // received, a cheap look: see h3Conn.stalled), and the TCP connections
-// due a look (see core.checkQuiet). It stops when nothing is active.
+// due a look (see pathHealth.checkQuiet). It stops when nothing is active.
 func (s *sampler) watch() {
 	s.mu.Lock()
 	now := time.Now()
 	var look []*entry
 	var lookSince []time.Time
 	for _, e := range s.active {
-		if _, ok := e.c.(stallWatcher); ok || (!e.quietAt.IsZero() && !now.Before(e.quietAt)) {
+		if _, ok := e.c.(stallWatcher); ok || (!e.sample.quietAt.IsZero() && !now.Before(e.sample.quietAt)) {
 			look = append(look, e)
-			lookSince = append(lookSince, e.activeSince)
+			lookSince = append(lookSince, e.sample.activeSince)
 		}
 	}
 	if len(s.active) == 0 || s.stopped || s.watcher == nil {
@@ -122,9 +130,9 @@ func (s *sampler) lookQuiet(e *entry, info tcpinfo.Info, activeSince, now time.T
 	next := s.quiet(e, info, activeSince)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e.quietAt = time.Time{}
+	e.sample.quietAt = time.Time{}
 	if next > 0 {
-		e.quietAt = now.Add(next)
+		e.sample.quietAt = now.Add(next)
 	}
 }
 
@@ -158,10 +166,10 @@ func (s *sampler) tick() {
 	copy(active, s.active)
 	activeSince := make([]time.Time, len(active))
 	for i, e := range active {
-		activeSince[i] = e.activeSince
+		activeSince[i] = e.sample.activeSince
 		in := e.bytesIn.Load()
-		delivered[e.path] += in - e.tickBytes
-		e.tickBytes = in
+		delivered[e.path] += in - e.sample.tickBytes
+		e.sample.tickBytes = in
 	}
 	if len(active) == 0 || s.stopped || s.ticker == nil { // nil: called other than by the timer
 		s.ticker = nil
@@ -242,12 +250,12 @@ func sampleTCP(e *entry) (tcpinfo.Info, bool) {
 	// minimum over every timed acknowledgment is the path's own delay
 	// better than the few handshakes a pooled connection gives.
 	e.path.sampleMinRTT(info.MinRTT)
-	e.sampleMu.Lock()
-	defer e.sampleMu.Unlock()
-	if e.path.est != nil && info.DataSegsOut >= e.lastSegs && info.Retrans >= e.lastRetrans {
-		e.path.est.AddLoss(info.Retrans-e.lastRetrans, info.DataSegsOut-e.lastSegs)
+	e.probe.mu.Lock()
+	defer e.probe.mu.Unlock()
+	if e.path.est != nil && info.DataSegsOut >= e.probe.lastSegs && info.Retrans >= e.probe.lastRetrans {
+		e.path.est.AddLoss(info.Retrans-e.probe.lastRetrans, info.DataSegsOut-e.probe.lastSegs)
 	}
-	e.lastRetrans, e.lastSegs = info.Retrans, info.DataSegsOut
+	e.probe.lastRetrans, e.probe.lastSegs = info.Retrans, info.DataSegsOut
 	return info, true
 }
 

@@ -24,8 +24,8 @@ func holdPool(t *testing.T, rtt time.Duration, samples *int) (c *core, a, b *Pat
 		d.Choices = append(d.Choices, Choice{Path: a, Fresh: true}, Choice{Path: b, Fresh: true})
 	}))
 	c = poolWith(m, 6, 17, []*Path{a, b}, busyEntry(1, a), busyEntry(2, a), busyEntry(3, a))
-	c.originSize = func(string) (int64, SizeSource) { return 10_000, SizeFromRecent }
-	c.originSettled = func(string) bool { return *samples >= sizesToHoldFor }
+	c.sched.originSize = func(string) (int64, SizeSource) { return 10_000, SizeFromRecent }
+	c.sched.originSettled = func(string) bool { return *samples >= sizesToHoldFor }
 	t.Cleanup(c.close)
 	return c, a, b
 }
@@ -42,7 +42,7 @@ func burstWaiter(c *core) *waiter {
 func attemptNow(c *core, w *waiter) (grant, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.attempt(w, nil)
+	return c.sched.attempt(w, nil)
 }
 
 // A page's burst of requests, each predicted at the one size its origin
@@ -55,14 +55,14 @@ func TestABurstWaitsForTheFirstSizes(t *testing.T) {
 	w := burstWaiter(c)
 	_, ok := attemptNow(c, w)
 	assert.False(t, ok, "held: no new connection on a, nor on b")
-	assert.Zero(t, c.dialingTo("k"))
+	assert.Zero(t, c.reg.dialingTo("k"))
 
 	samples = sizesToHoldFor // the first responses' headers are in
 	g, ok := attemptNow(c, w)
 	require.True(t, ok)
 	assert.True(t, g.dials(), "a new connection")
-	assert.Equal(t, 1, c.dialing[dialKey{"k", a}], "on the path the policy wants first")
-	assert.Zero(t, c.dialing[dialKey{"k", b}])
+	assert.Equal(t, 1, c.reg.dialing[dialKey{"k", a}], "on the path the policy wants first")
+	assert.Zero(t, c.reg.dialing[dialKey{"k", b}])
 	var buf strings.Builder
 	logGrant(context.Background(), slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), &w.in, g, time.Now())
 	assert.Contains(t, buf.String(), `held="for the origin's first sizes"`, "the grant's log line says why it waited")
@@ -80,9 +80,9 @@ func TestNoHoldWithoutTheGuesses(t *testing.T) {
 		{"other path measured", func(_ *core, _ *waiter, b *Path, _ *int) { b.Prior = Estimate{RTT: 200 * time.Millisecond} }},
 		{"size of the URL", func(_ *core, w *waiter, _ *Path, _ *int) { w.sizeOrigin, w.sizeSource = "", SizeFromURL }},
 		{"size of the origin itself", func(c *core, _ *waiter, _ *Path, _ *int) {
-			c.originSize = func(string) (int64, SizeSource) { return 10_000, SizeFromOrigin }
+			c.sched.originSize = func(string) (int64, SizeSource) { return 10_000, SizeFromOrigin }
 		}},
-		{"two connections open", func(c *core, _ *waiter, _ *Path, _ *int) { c.entries["k"] = c.entries["k"][:2] }},
+		{"two connections open", func(c *core, _ *waiter, _ *Path, _ *int) { c.reg.entries["k"] = c.reg.entries["k"][:2] }},
 		{"sizes known", func(_ *core, _ *waiter, _ *Path, samples *int) { *samples = sizesToHoldFor }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,7 +131,7 @@ func TestASettledSizeEndsTheHold(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sizes := &sizeCache{max: 16}
 			c, _, _ := holdPool(t, time.Hour, new(int))
-			c.originSettled = sizes.settled
+			c.sched.originSettled = sizes.settled
 			w := burstWaiter(c)
 			last := len(tc.sizes) - 1
 			for i, n := range tc.sizes[:last] {

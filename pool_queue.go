@@ -8,6 +8,25 @@ import (
 	"time"
 )
 
+// scheduler hands a pool's connections to the requests that ask for
+// them, as their policy decides: a request that can be served at once is;
+// the others wait in the queue, in order, and are decided again, in
+// passes, whenever the pool changes (serve). How one decision becomes a
+// grant is in pool_choose.go. Guarded by the pool's lock, which it drops
+// while the policy decides.
+type scheduler struct {
+	pool  *core
+	queue waitQueue
+	// serving is set while a goroutine hands grants to the queue (serve);
+	// again asks it for another pass, for changes made meanwhile.
+	serving, again bool
+	// originSize and originSettled are the pool's (see coreConfig).
+	originSize    func(origin string) (int64, SizeSource)
+	originSettled func(origin string) bool
+
+	testHookQueued func() // called under the pool's lock when a request joins the queue
+}
+
 // waiter is one request asking the pool for a connection, as net/http's
 // wantConn: it gets exactly one grant, or its context ends first.
 type waiter struct {
@@ -62,7 +81,7 @@ func (w *waiter) stopTimer() {
 // Guarded by core.mu.
 type waitQueue struct {
 	ws []*waiter
-	n  atomic.Int32 // len(ws), read without the lock (core.waiting)
+	n  atomic.Int32 // len(ws), read without the lock (scheduler.waiting)
 }
 
 func (q *waitQueue) push(w *waiter) {
@@ -73,7 +92,7 @@ func (q *waitQueue) push(w *waiter) {
 
 // waiting reports whether any request waits, without the pool's lock: a
 // hint, for whether telling the pool of a change is worth its lock.
-func (c *core) waiting() bool { return c.queue.n.Load() > 0 }
+func (s *scheduler) waiting() bool { return s.queue.n.Load() > 0 }
 
 // remove takes w out of the queue; false if it was not in it (it was
 // handed a grant, or failed).
@@ -190,9 +209,9 @@ var maxWaitForBusy = time.Second
 // from one busy connection to another, and a connection whose body its
 // caller holds unread looks as near its end as any (all its bytes have
 // arrived), so a bound per connection would add a second for each one
-// held. Under c.mu.
-func (c *core) waitAtMost(w *waiter) {
-	c.decideAgainAfter(w, &w.timer, maxWaitForBusy, func() bool {
+// held. Under s.pool.mu.
+func (s *scheduler) waitAtMost(w *waiter) {
+	s.decideAgainAfter(w, &w.timer, maxWaitForBusy, func() bool {
 		if w.wants == nil { // it waits for room now, not for a connection
 			return false
 		}
@@ -203,24 +222,24 @@ func (c *core) waitAtMost(w *waiter) {
 
 // decideAgainAfter arms *slot, one of w's timers: after d, unless stopped
 // meanwhile (stopTimer) or w left the queue, it clears *slot and, if
-// fired (under c.mu) says so, has the queue decided again, w's last
-// decision no longer standing. Under c.mu.
-func (c *core) decideAgainAfter(w *waiter, slot **time.Timer, d time.Duration, fired func() bool) {
+// fired (under s.pool.mu) says so, has the queue decided again, w's last
+// decision no longer standing. Under s.pool.mu.
+func (s *scheduler) decideAgainAfter(w *waiter, slot **time.Timer, d time.Duration, fired func() bool) {
 	var t *time.Timer
 	t = time.AfterFunc(d, func() {
-		c.mu.Lock()
+		s.pool.mu.Lock()
 		if *slot != t || !w.inQueue { // stopped meanwhile
-			c.mu.Unlock()
+			s.pool.mu.Unlock()
 			return
 		}
 		*slot = nil // a later wait arms its own
 		if !fired() {
-			c.mu.Unlock()
+			s.pool.mu.Unlock()
 			return
 		}
-		c.again = true // its last decision no longer stands
-		c.mu.Unlock()
-		c.serve()
+		s.again = true // its last decision no longer stands
+		s.pool.mu.Unlock()
+		s.serve()
 	})
 	*slot = t
 }
@@ -230,13 +249,13 @@ var waiterPool = sync.Pool{New: func() any { return new(waiter) }}
 
 // wait asks for a grant, queueing FIFO behind earlier requests until one
 // is possible or ctx ends.
-func (c *core) wait(ctx context.Context, r connRequest, skip []*Path) (grant, error) {
+func (s *scheduler) wait(ctx context.Context, r connRequest, skip []*Path) (grant, error) {
 	w := waiterPool.Get().(*waiter)
 	*w = waiter{ctx: ctx, key: r.key, dest: r.dest, in: r.in, sizeSource: r.sizeSource, sizeOrigin: r.sizeOrigin, loopback: r.loopback, skip: skip}
-	c.mu.Lock()
-	if !c.closed && !c.queue.has(r.key) { // nobody is ahead for this destination
-		if g, ok := c.attempt(w, nil); ok {
-			c.mu.Unlock()
+	s.pool.mu.Lock()
+	if !s.pool.closed && !s.queue.has(r.key) { // nobody is ahead for this destination
+		if g, ok := s.attempt(w, nil); ok {
+			s.pool.mu.Unlock()
 			// Never queued, so nothing else refers to it (no timer, no
 			// channel): the next request may use it.
 			*w = waiter{}
@@ -244,31 +263,31 @@ func (c *core) wait(ctx context.Context, r connRequest, skip []*Path) (grant, er
 			return g, g.err
 		}
 	}
-	if c.closed {
-		c.mu.Unlock()
+	if s.pool.closed {
+		s.pool.mu.Unlock()
 		return grant{}, ErrPoolClosed
 	}
 	w.ch = make(chan grant, 1)
-	c.queue.push(w)
-	c.mu.Unlock()
-	c.serve() // earlier waiters that can go now go first; this one too, if it can
-	if c.testHookQueued != nil {
-		c.mu.Lock()
+	s.queue.push(w)
+	s.pool.mu.Unlock()
+	s.serve() // earlier waiters that can go now go first; this one too, if it can
+	if s.testHookQueued != nil {
+		s.pool.mu.Lock()
 		if w.inQueue {
-			c.testHookQueued()
+			s.testHookQueued()
 		}
-		c.mu.Unlock()
+		s.pool.mu.Unlock()
 	}
 	select {
 	case g := <-w.ch:
 		return g, g.err
 	case <-ctx.Done():
-		c.mu.Lock()
-		left := c.queue.remove(w)
-		c.mu.Unlock()
+		s.pool.mu.Lock()
+		left := s.queue.remove(w)
+		s.pool.mu.Unlock()
 		if !left {
 			// A grant was handed over as ctx ended: give it back.
-			c.undo(<-w.ch)
+			s.pool.undo(<-w.ch)
 		}
 		return grant{}, ctx.Err()
 	}
@@ -277,51 +296,51 @@ func (c *core) wait(ctx context.Context, r connRequest, skip []*Path) (grant, er
 // serve hands grants to the waiters, in passes over the queue, until a
 // pass ends with nothing changed meanwhile. One goroutine serves at a
 // time: another that calls serve while it does asks it for one more pass
-// instead, so no change goes unseen, and the policy runs outside c.mu.
-func (c *core) serve() {
-	c.mu.Lock()
-	c.serveLocked()
-	c.mu.Unlock()
+// instead, so no change goes unseen, and the policy runs outside s.pool.mu.
+func (s *scheduler) serve() {
+	s.pool.mu.Lock()
+	s.serveLocked()
+	s.pool.mu.Unlock()
 }
 
-// serveLocked is serve for a caller that holds c.mu (dropped and taken
+// serveLocked is serve for a caller that holds s.pool.mu (dropped and taken
 // again while policies decide).
-func (c *core) serveLocked() {
-	if c.serving {
-		c.again = true
+func (s *scheduler) serveLocked() {
+	if s.serving {
+		s.again = true
 		return
 	}
-	c.serving = true
-	for len(c.queue.ws) > 0 && !c.closed {
-		c.again = false
-		c.servePass()
-		if !c.again {
+	s.serving = true
+	for len(s.queue.ws) > 0 && !s.pool.closed {
+		s.again = false
+		s.servePass()
+		if !s.again {
 			break
 		}
 	}
-	c.trimWentIdle()
-	c.serving = false
+	s.pool.idle.trimWentIdle()
+	s.serving = false
 }
 
-// servePass hands grants to waiters in FIFO order, under c.mu (dropped
+// servePass hands grants to waiters in FIFO order, under s.pool.mu (dropped
 // while a policy decides). A waiter never overtakes an earlier one for the
 // same destination, except that one the policy had wait for a particular
 // busy connection lets those behind it go their own ways (a new
 // connection, another free one); none takes that connection before it.
-func (c *core) servePass() {
-	ws := slices.Clone(c.queue.ws) // the queue changes while a policy decides
+func (s *scheduler) servePass() {
+	ws := slices.Clone(s.queue.ws) // the queue changes while a policy decides
 	// First the waiters whose policy wants a path their destination has no
 	// connection on: a page whose requests queue at the host's limit would
 	// otherwise use that path only once the requests ahead, which the
 	// policy keeps on the busy path, are all under way. A connection gone
 	// idle is better spent opening the unused path.
 	for _, w := range ws {
-		if !w.inQueue || w.wantsPath == nil || w.ctx.Err() != nil || !c.idleElsewhere(w.key, w.wantsPath) {
+		if !w.inQueue || w.wantsPath == nil || w.ctx.Err() != nil || !s.pool.reg.idleElsewhere(w.key, w.wantsPath) {
 			continue
 		}
 		wants := w.wants
-		if g, ok := c.attempt(w, w.wantsPath); ok {
-			c.queue.deliver(w, g)
+		if g, ok := s.attempt(w, w.wantsPath); ok {
+			s.queue.deliver(w, g)
 		} else if w.inQueue {
 			// Its place in the queue stands for anything else, and so does
 			// the busy connection it waits for; wantsPath is as the policy
@@ -331,13 +350,13 @@ func (c *core) servePass() {
 	}
 	var blocked map[string]bool
 	for _, w := range ws {
-		if c.closed {
+		if s.pool.closed {
 			return
 		}
 		if !w.inQueue || w.ctx.Err() != nil || blocked[w.key] {
 			continue // a cancelled waiter's own goroutine removes it
 		}
-		if w.decided && !c.roomFor(w.key) && !c.anyFree(w.key) && !c.roomByClosingIdle(w.key) {
+		if w.decided && !s.pool.reg.roomFor(w.key) && !s.pool.reg.anyFree(w.key) && !s.pool.idle.roomByClosing(w.key) {
 			// Nothing to be had: no room for a new connection, no free
 			// one, and no idle one anywhere whose closing would make room.
 			// Asking the policy again would change nothing but cost a
@@ -345,9 +364,9 @@ func (c *core) servePass() {
 			// last decision stands.
 			continue
 		}
-		g, ok := c.attempt(w, nil)
+		g, ok := s.attempt(w, nil)
 		if ok {
-			c.queue.deliver(w, g)
+			s.queue.deliver(w, g)
 			continue
 		}
 		if w.inQueue && w.wants == nil {

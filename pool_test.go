@@ -148,7 +148,7 @@ func TestPoolPerHostLimitAndFIFO(t *testing.T) {
 	// Three more wait, in order.
 	p.init()
 	queued := make(chan struct{})
-	p.core.testHookQueued = func() { queued <- struct{}{} }
+	p.core.sched.testHookQueued = func() { queued <- struct{}{} }
 	order := make(chan int, 3)
 	var wg sync.WaitGroup
 	for i := range 3 {
@@ -163,7 +163,7 @@ func TestPoolPerHostLimitAndFIFO(t *testing.T) {
 		<-queued
 	}
 	p.core.mu.Lock()
-	p.core.testHookQueued = nil
+	p.core.sched.testHookQueued = nil
 	p.core.mu.Unlock()
 	a.Release() // one connection goes round the waiters; each passes it on
 	wg.Wait()
@@ -185,12 +185,12 @@ func TestPoolWaitEndsWithContext(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	p.init()
-	p.core.testHookQueued = cancel // give up as soon as it waits
+	p.core.sched.testHookQueued = cancel // give up as soon as it waits
 	_, _, err = p.Get(ctx, "tcp", s.addr())
 	assert.ErrorIs(t, err, context.Canceled)
 	p.core.mu.Lock()
-	p.core.testHookQueued = nil
-	assert.Empty(t, p.core.queue.ws, "the cancelled request left the queue")
+	p.core.sched.testHookQueued = nil
+	assert.Empty(t, p.core.sched.queue.ws, "the cancelled request left the queue")
 	p.core.mu.Unlock()
 	a.Release()
 	c, reused, err := p.Get(context.Background(), "tcp", s.addr())
@@ -212,11 +212,11 @@ func TestPoolTotalLimitClosesIdle(t *testing.T) {
 	// Both are busy: a third host must wait for room.
 	busyCtx, cancel := context.WithCancel(ctx)
 	p.init()
-	p.core.testHookQueued = cancel
+	p.core.sched.testHookQueued = cancel
 	_, _, err := p.Get(busyCtx, "tcp", s2.addr())
 	require.ErrorIs(t, err, context.Canceled)
 	p.core.mu.Lock()
-	p.core.testHookQueued = nil
+	p.core.sched.testHookQueued = nil
 	p.core.mu.Unlock()
 }
 
@@ -263,7 +263,7 @@ func TestPoolClose(t *testing.T) {
 	require.NoError(t, err)
 	p.init()
 	queued := make(chan struct{})
-	p.core.testHookQueued = func() { close(queued) }
+	p.core.sched.testHookQueued = func() { close(queued) }
 	errc := make(chan error)
 	go func() {
 		_, _, err := p.Get(context.Background(), "tcp", s.addr())
@@ -359,12 +359,12 @@ func granted(t *testing.T, w *waiter, msgAndArgs ...any) grant {
 func setQueue(c *core, ws ...*waiter) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, w := range c.queue.ws {
+	for _, w := range c.sched.queue.ws {
 		w.inQueue = false
 	}
-	c.queue.ws = nil
+	c.sched.queue.ws = nil
 	for _, w := range ws {
-		c.queue.push(w)
+		c.sched.queue.push(w)
 	}
 }
 
@@ -373,8 +373,8 @@ func setQueue(c *core, ws ...*waiter) {
 func poolWith(m *Manager, perHost, total int, paths []*Path, es ...*entry) *core {
 	m.paths.Store(&paths)
 	c := newCore(m, coreConfig{limits: limits{maxPerHost: perHost, maxTotal: total, idleTimeout: time.Minute}})
-	c.entries["k"] = es
-	c.total = len(es)
+	c.reg.entries["k"] = es
+	c.reg.total = len(es)
 	return c
 }
 
@@ -401,11 +401,11 @@ func TestTryAfterClosingForAFreshChoice(t *testing.T) {
 	c := poolWith(m, 2, 1, []*Path{a, b}, e1, e2) // the total limit stays hit after one close
 	w := queuedWaiter(0)
 	c.mu.Lock()
-	_, ok := c.attempt(w, nil)
+	_, ok := c.sched.attempt(w, nil)
 	c.mu.Unlock()
 	assert.False(t, ok, "the connection it wanted is gone: wait")
 	assert.True(t, e2.removed, "the longest idle one was closed for the fresh choice")
-	assert.Equal(t, []*entry{e1}, c.entries["k"])
+	assert.Equal(t, []*entry{e1}, c.reg.entries["k"])
 }
 
 // A fresh choice on one path at the host limit closes even the only idle
@@ -425,7 +425,7 @@ func TestChoiceClosesTheLastIdleOfAnotherPath(t *testing.T) {
 		c := poolWith(m, 1, 17, []*Path{a, b}, e)
 		w := queuedWaiter(0)
 		c.mu.Lock()
-		g, ok := c.attempt(w, nil)
+		g, ok := c.sched.attempt(w, nil)
 		c.mu.Unlock()
 		require.True(t, ok, "fresh %v: granted, not left waiting", fresh)
 		assert.True(t, g.dials(), "a new connection")
@@ -471,7 +471,7 @@ func TestReplacingEvensThePathsOut(t *testing.T) {
 			idle.spare = strings.Contains(tc.name, "never used")
 			w := queuedWaiter(100_000)
 			c.mu.Lock()
-			g, ok := c.attempt(w, nil)
+			g, ok := c.sched.attempt(w, nil)
 			c.mu.Unlock()
 			assert.Equal(t, tc.replaced, idle.removed, "the idle connection on b closed")
 			assert.Equal(t, tc.replaced, ok && g.dials(), "a new connection on a")
@@ -536,16 +536,16 @@ func TestAWaiterBehindAChosenWaitMakesRoom(t *testing.T) {
 			c, idle := poolIdleOnB(m, a, b, 1, tc.busyOnB)
 			first, second := queuedWaiter(1), queuedWaiter(100_000)
 			setQueue(c, first, second)
-			c.serve()
+			c.sched.serve()
 			assert.Equal(t, tc.replaced, idle.removed, "the idle connection on b closed")
 			if !tc.replaced {
-				assert.Equal(t, []*waiter{first, second}, c.queue.ws, "both wait for a's busy connection")
+				assert.Equal(t, []*waiter{first, second}, c.sched.queue.ws, "both wait for a's busy connection")
 				return
 			}
 			g := granted(t, second, "the second in line got nothing")
 			assert.True(t, g.dials(), "a new connection on a")
 			assert.Equal(t, a, g.slot.path)
-			assert.Equal(t, []*waiter{first}, c.queue.ws, "the first waits for a's busy connection")
+			assert.Equal(t, []*waiter{first}, c.sched.queue.ws, "the first waits for a's busy connection")
 			c.undo(g)
 		})
 	}
@@ -567,7 +567,7 @@ func TestPathChoiceFallsBackBeforeClosing(t *testing.T) {
 	c := poolWith(m, 2, 17, []*Path{a, b}, busy, idle)
 	w := queuedWaiter(0)
 	c.mu.Lock()
-	g, ok := c.attempt(w, nil)
+	g, ok := c.sched.attempt(w, nil)
 	c.mu.Unlock()
 	require.True(t, ok)
 	assert.Equal(t, idle, g.e, "the free connection on the fallback path")
@@ -603,31 +603,31 @@ func TestAWaiterForAnUnusedPathTakesTheNextIdleSlot(t *testing.T) {
 	small := queuedWaiter(1000)
 	large := queuedWaiter(100_000)
 	setQueue(c, small, large)
-	c.serve()
-	require.Len(t, c.queue.ws, 2, "no room, nothing free: both wait")
+	c.sched.serve()
+	require.Len(t, c.sched.queue.ws, 2, "no room, nothing free: both wait")
 	e2.c.(*fakeConn).busy = false
-	c.serve()
-	g := granted(t, large, "the large request still waits; waiters: %d", len(c.queue.ws))
+	c.sched.serve()
+	g := granted(t, large, "the large request still waits; waiters: %d", len(c.sched.queue.ws))
 	assert.True(t, g.dials(), "the large request opens path b")
 	assert.Equal(t, b, g.slot.path)
 	assert.True(t, e2.removed, "in the slot of the connection that went idle")
-	assert.Equal(t, []*waiter{small}, c.queue.ws, "the small one waits for a's next")
+	assert.Equal(t, []*waiter{small}, c.sched.queue.ws, "the small one waits for a's next")
 	c.undo(g)
 
 	// Once the policy no longer wants b first, the waiter gets no head
 	// start: the connection that goes idle is the first in line's.
 	wantB.Store(false)
 	e3 := busyEntry(3, a)
-	c.entries["k"] = []*entry{e1, e3}
-	c.total = 2
+	c.reg.entries["k"] = []*entry{e1, e3}
+	c.reg.total = 2
 	small2 := queuedWaiter(1000)
 	setQueue(c, small2, large)
 	large.wantsPath = b // as its last decision had it
 	e3.c.(*fakeConn).busy = false
-	c.serve()
+	c.sched.serve()
 	g = granted(t, small2, "the first in line did not get the idle connection")
 	assert.Same(t, e3, g.e)
-	assert.Equal(t, []*waiter{large}, c.queue.ws)
+	assert.Equal(t, []*waiter{large}, c.sched.queue.ws)
 }
 
 // A request waiting for one busy connection takes another on the same
@@ -656,14 +656,14 @@ func TestAWaiterTakesAFreeConnectionOnItsPathInQueueOrder(t *testing.T) {
 	first := queuedWaiter(0)
 	second := queuedWaiter(0)
 	setQueue(c, first, second)
-	c.serve()
-	require.Len(t, c.queue.ws, 2)
+	c.sched.serve()
+	require.Len(t, c.sched.queue.ws, 2)
 	assert.Same(t, e1, first.wants)
 	e2.c.(*fakeConn).busy = false
-	c.serve()
+	c.sched.serve()
 	g := granted(t, first, "the first request still waits for connection 1")
 	assert.Same(t, e2, g.e, "the free connection, not a wait behind connection 1")
-	assert.Equal(t, []*waiter{second}, c.queue.ws)
+	assert.Equal(t, []*waiter{second}, c.sched.queue.ws)
 	c.undo(g)
 }
 
@@ -687,12 +687,12 @@ func TestHopelessWaitersAreNotAskedAgain(t *testing.T) {
 	}
 	setQueue(c, ws...)
 	for range 5 {
-		c.serve() // as on every change of a busy connection
+		c.sched.serve() // as on every change of a busy connection
 	}
 	assert.EqualValues(t, 10, asked.Load(), "each asked once")
 	busy.c.(*fakeConn).busy = false
-	c.serve()
-	assert.Len(t, c.queue.ws, 9, "the first in line got the connection that freed")
+	c.sched.serve()
+	assert.Len(t, c.sched.queue.ws, 9, "the first in line got the connection that freed")
 	assert.Greater(t, asked.Load(), int64(10), "asked again once something could be had")
 }
 
@@ -721,8 +721,8 @@ func TestWaiterForABusyConnectionLetsOthersPass(t *testing.T) {
 	small2 := queuedWaiter(20)
 	large := queuedWaiter(5000)
 	setQueue(c, small1, small2, large)
-	c.serve()
-	assert.Equal(t, []*waiter{small1, small2}, c.queue.ws, "the large request went its own way")
+	c.sched.serve()
+	assert.Equal(t, []*waiter{small1, small2}, c.sched.queue.ws, "the large request went its own way")
 	g := <-large.ch
 	assert.True(t, g.dials(), "a new connection for it")
 	c.undo(g)
@@ -732,10 +732,10 @@ func TestWaiterForABusyConnectionLetsOthersPass(t *testing.T) {
 
 	// The connection frees up: the first in line gets it.
 	busy.c.(*fakeConn).busy = false
-	c.serve()
+	c.sched.serve()
 	g = <-small1.ch
 	assert.Same(t, busy, g.e)
-	assert.Equal(t, []*waiter{small2}, c.queue.ws)
+	assert.Equal(t, []*waiter{small2}, c.sched.queue.ws)
 }
 
 // reuseAnyThenNewOn is a policy that wants every candidate, busy or not,
@@ -760,7 +760,7 @@ func TestWaitForABusyConnectionEnds(t *testing.T) {
 	m := loManager(t, reuseAnyThenNewOn(a))
 	held := busyEntry(1, a)
 	c := poolWith(m, 6, 17, []*Path{a}, held)
-	g, err := c.wait(context.Background(), connRequest{key: "k", dest: testDest}, nil)
+	g, err := c.sched.wait(context.Background(), connRequest{key: "k", dest: testDest}, nil)
 	require.NoError(t, err)
 	assert.True(t, g.dials(), "a new connection, the held one never freed")
 	c.undo(g)
@@ -768,16 +768,16 @@ func TestWaitForABusyConnectionEnds(t *testing.T) {
 	// At the host limit there is nothing else to do but wait.
 	c2 := poolWith(m, 1, 17, []*Path{a}, busyEntry(1, a))
 	queued := make(chan struct{})
-	c2.testHookQueued = func() { close(queued) }
+	c2.sched.testHookQueued = func() { close(queued) }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
-		_, err := c2.wait(ctx, connRequest{key: "k", dest: testDest}, nil)
+		_, err := c2.sched.wait(ctx, connRequest{key: "k", dest: testDest}, nil)
 		done <- err
 	}()
 	<-queued
 	c2.mu.Lock()
-	armed := c2.queue.ws[0].timer != nil
+	armed := c2.sched.queue.ws[0].timer != nil
 	c2.mu.Unlock()
 	assert.False(t, armed, "no timer at the limit")
 	cancel()
@@ -789,11 +789,11 @@ func TestWaitForABusyConnectionEnds(t *testing.T) {
 func TestUndoGivesTheSlotBack(t *testing.T) {
 	c := newCore(nil, coreConfig{limits: limits{maxPerHost: 6, maxTotal: 17, idleTimeout: time.Minute}})
 	e := &entry{id: 1, key: "k", c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
-	c.entries["k"] = []*entry{e}
-	c.total = 1
+	c.reg.entries["k"] = []*entry{e}
+	c.reg.total = 1
 	w := &waiter{ctx: context.Background(), key: "k", in: Intents{SizeToBeReceived: 500}}
 	c.mu.Lock()
-	g, ok := c.reserve(w, e, time.Now())
+	g, ok := c.sched.reserve(w, e, time.Now())
 	c.mu.Unlock()
 	require.True(t, ok)
 	assert.Zero(t, e.c.available(), "reserved")
@@ -823,7 +823,7 @@ func TestReuseOfACandidateCopy(t *testing.T) {
 	free.c.(*fakeConn).busy = false
 	c := poolWith(m, 6, 17, []*Path{a}, busy, free)
 	defer c.close()
-	g, err := c.wait(context.Background(), connRequest{key: "k", dest: testDest}, nil)
+	g, err := c.sched.wait(context.Background(), connRequest{key: "k", dest: testDest}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 1, asked, "the policy decided")
 	assert.Same(t, free, g.e, "the copy's ID named the free connection")
@@ -845,7 +845,7 @@ func TestPolicyRunsOutsideThePoolLock(t *testing.T) {
 	free.c.(*fakeConn).busy = false
 	c = poolWith(m, 6, 17, []*Path{a}, free)
 	within(t, "a request whose policy reads the pool's statistics", func() {
-		g, err := c.wait(context.Background(), connRequest{key: "k", dest: testDest}, nil)
+		g, err := c.sched.wait(context.Background(), connRequest{key: "k", dest: testDest}, nil)
 		if assert.NoError(t, err) {
 			assert.Same(t, free, g.e)
 			c.undo(g)
@@ -876,7 +876,7 @@ func TestAChoiceTakenMeanwhileIsDecidedAgain(t *testing.T) {
 	e = &entry{id: 1, key: "k", path: a, c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
 	c := poolWith(m, 6, 17, []*Path{a}, e)
 	c.mu.Lock()
-	g, ok := c.attempt(queuedWaiter(0), nil)
+	g, ok := c.sched.attempt(queuedWaiter(0), nil)
 	c.mu.Unlock()
 	require.True(t, ok)
 	assert.Equal(t, []int{1, 0}, asked, "decided again, on the pool as it is")
@@ -909,10 +909,10 @@ func TestMeasureOthers(t *testing.T) {
 		<-release
 	}})
 	slot := dialSlot{path: dialed, dest: testDest, permitted: []*Path{dialed, unknown, known, down}}
-	c.measureOthers(slot, nil)
-	c.measureOthers(slot, nil) // while the first is under way: nothing more
+	c.health.measureOthers(slot, nil)
+	c.health.measureOthers(slot, nil) // while the first is under way: nothing more
 	close(release)
-	c.measuring.Wait()
+	c.health.runs.Wait()
 	assert.Equal(t, []string{"unknown"}, measured, "a prohibited path is not in permitted, so never measured")
 	c.close()
 }
@@ -935,17 +935,17 @@ func TestWarmOthers(t *testing.T) {
 	dialOnce := func(c *core) (warmed []string) {
 		var mu sync.Mutex
 		c.mu.Lock()
-		s := c.takeDialSlot("k", testDest, permitted, Choice{Path: dialed}, 0)
+		s := c.reg.takeDialSlot("k", testDest, permitted, Choice{Path: dialed}, 0)
 		c.mu.Unlock()
-		c.prepareOthers(s, &in, func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
+		c.health.prepareOthers(s, &in, func(ctx context.Context, ch Choice) (pooled, net.Conn, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			warmed = append(warmed, ch.Path.Name)
 			return &fakeConn{}, nil, nil
 		})
-		c.measuring.Wait()
+		c.health.runs.Wait()
 		c.mu.Lock()
-		c.endDial(s, false)
+		c.reg.endDial(s, false)
 		c.mu.Unlock()
 		return warmed
 	}
@@ -967,8 +967,8 @@ func TestWarmOthers(t *testing.T) {
 		assert.Equal(t, []string{"spare"}, warmed)
 		assert.Equal(t, []string{"avoided", "costly"}, measured, "no spare where it costs or is avoided: a bare handshake")
 		c.mu.Lock()
-		es := slices.Clone(c.entries["k"])
-		total := c.total
+		es := slices.Clone(c.reg.entries["k"])
+		total := c.reg.total
 		c.mu.Unlock()
 		require.Len(t, es, 1)
 		assert.Equal(t, "spare", es[0].path.Name)
@@ -1006,7 +1006,7 @@ func TestOriginMeanAtDecisionTime(t *testing.T) {
 	}))
 	c := poolWith(m, 6, 17, []*Path{a})
 	mean := int64(10_000) // the root's, when the requests came
-	c.originSize = func(origin string) (int64, SizeSource) {
+	c.sched.originSize = func(origin string) (int64, SizeSource) {
 		if origin != "o" {
 			return 0, ""
 		}
@@ -1017,7 +1017,7 @@ func TestOriginMeanAtDecisionTime(t *testing.T) {
 	setQueue(c, first, behind)
 	mean = 100_000 // the first objects' headers are in
 	c.mu.Lock()
-	g, ok := c.attempt(first, nil)
+	g, ok := c.sched.attempt(first, nil)
 	c.mu.Unlock()
 	require.True(t, ok)
 	assert.Equal(t, []int64{100_000}, sizes, "the mean as it is now")
@@ -1055,7 +1055,7 @@ func TestPathDownLeavesMPTCPToItsSubflows(t *testing.T) {
 	c.drainGonePaths()
 	c.mu.Lock()
 	assert.True(t, plain.removed)
-	assert.True(t, plain.pathDown.Load(), "its requests fail with a PathDownError")
+	assert.True(t, plain.fate.pathDown.Load(), "its requests fail with a PathDownError")
 	assert.False(t, multi.removed, "the MPTCP connection goes on over path b")
 	c.mu.Unlock()
 
@@ -1091,13 +1091,13 @@ func TestWaitForABusyConnectionEndsAfterTheChoiceChanged(t *testing.T) {
 	c := poolWith(m, 6, 17, []*Path{a}, busyEntry(1, a), busyEntry(2, a))
 	w := queuedWaiter(100)
 	setQueue(c, w)
-	c.serve()
+	c.sched.serve()
 	c.mu.Lock()
 	require.Equal(t, uint64(1), w.wants.id, "it waits for connection 1")
 	c.mu.Unlock()
 
 	want.Store(2) // the policy now prefers connection 2, still busy
-	c.serve()
+	c.sched.serve()
 	c.mu.Lock()
 	require.Equal(t, uint64(2), w.wants.id)
 	c.mu.Unlock()
@@ -1125,7 +1125,7 @@ func TestWaitForBusyConnectionsIsBoundedInAll(t *testing.T) {
 	defer c.close()
 	w := queuedWaiter(100)
 	setQueue(c, w)
-	c.serve()
+	c.sched.serve()
 	c.mu.Lock()
 	require.NotNil(t, w.wants, "it waits for a busy connection")
 	require.NotNil(t, w.timer, "for at most maxWaitForBusy")

@@ -179,11 +179,11 @@ func (r *request) send() (*http.Response, *entry, int64, error) {
 		// Not resumable until a body that resumes by range is on its way;
 		// until its response comes, sent again elsewhere if its path goes
 		// silent and it may be (see entry.recoverable).
-		e.resumable.Store(false)
-		e.replayable.Store(attempt == 0 && idempotent(r.req) && rewindable(r.req))
+		e.fate.resumable.Store(false)
+		e.fate.replayable.Store(attempt == 0 && idempotent(r.req) && rewindable(r.req))
 		resp, err := cc.roundTrip(r.req)
-		e.replayable.Store(false)
-		if r.t.core.waiting() && cc.available() > 0 {
+		e.fate.replayable.Store(false)
+		if r.t.core.sched.waiting() && cc.available() > 0 {
 			// Its slot now counts in the connection's own streams, and
 			// the connection can take more: no state hook says so.
 			r.t.core.changed(e)
@@ -312,10 +312,10 @@ func (r *request) wrapBody(resp *http.Response, e *entry, expect int64) (*http.R
 		resp.Body = resumes
 	}
 	// A body that resumes by range may move off a stalled connection
-	// (core.resumeStalled): on HTTP/1 only, where the connection carries
+	// (pathHealth.resumeStalled): on HTTP/1 only, where the connection carries
 	// nothing else until the body ends (an HTTP/2 one may be left with
 	// another stream, which would fail, when this one's body has ended).
-	e.resumable.Store((resumes != nil || resumedByCaller(ctx)) && resp.ProtoMajor == 1)
+	e.fate.resumable.Store((resumes != nil || resumedByCaller(ctx)) && resp.ProtoMajor == 1)
 	return resp, nil
 }
 

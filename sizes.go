@@ -135,7 +135,7 @@ func (c *sizeCache) standsOnLocked(origin string) (*originSizes, SizeSource) {
 
 // settled reports whether origin's typical size (see originSize) stands
 // on enough sizes for a burst of its requests to be placed on it (see
-// core.holdsForSizes).
+// scheduler.holdsForSizes).
 func (c *sizeCache) settled(origin string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -229,10 +229,10 @@ func (t *Transport) rememberSize(u *url.URL, size int64) {
 
 // learnSize remembers size for k in sizes; the requests c holds until
 // their origin's typical size stands on a few responses (see
-// core.holdsForSizes) are decided again once it does.
+// scheduler.holdsForSizes) are decided again once it does.
 func learnSize(sizes *sizeCache, c *core, k objectKey, size int64) {
-	if sizes.put(k, size) && c.waiting() {
-		c.serve()
+	if sizes.put(k, size) && c.sched.waiting() {
+		c.sched.serve()
 	}
 }
 

@@ -179,9 +179,9 @@ func TestStalledOnlyOnHTTP1(t *testing.T) {
 			assert.True(t, resumes, "the body resumes by range if its path goes down, on either protocol")
 			var resumable []bool
 			tr.core.mu.Lock()
-			for _, es := range tr.core.entries {
+			for _, es := range tr.core.reg.entries {
 				for _, e := range es {
-					resumable = append(resumable, e.resumable.Load())
+					resumable = append(resumable, e.fate.resumable.Load())
 				}
 			}
 			tr.core.mu.Unlock()

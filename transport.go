@@ -481,7 +481,7 @@ func (t *Transport) dialTLSInner(ctx context.Context, network, address string) (
 }
 
 // measurePath connects to dest through p and closes the connection, for
-// the pool (core.measureOthers): the handshake is a probe of p's RTT. Not
+// the pool (pathHealth.measureOthers): the handshake is a probe of p's RTT. Not
 // where a proxy would carry the requests: the proxy's path is what counts.
 func measurePath(ctx context.Context, d *Dialer, proxyOf func(*http.Request) (*url.URL, error), m *Manager, p *Path, dest Destination) {
 	if proxyOf != nil {
@@ -599,7 +599,7 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 // body itself when its path goes down or its connection stalls: a
 // two-step download's rest, an aggregated download's ranges. Its
 // connection then closes on such a path as readily as one whose body
-// resumes here (see entry.recoverable, core.resumeStalled).
+// resumes here (see entry.recoverable, pathHealth.resumeStalled).
 type callerResumesKey struct{}
 
 // callerResumes marks ctx's requests as resumed by their caller.

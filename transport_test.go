@@ -267,14 +267,14 @@ func TestTransportCancelWhileWaitingFreesSlot(t *testing.T) {
 	<-inSlow // the only slot is taken
 	ctx, cancel := context.WithCancel(context.Background())
 	tr.core.mu.Lock()
-	tr.core.testHookQueued = cancel // give up once waiting
+	tr.core.sched.testHookQueued = cancel // give up once waiting
 	tr.core.mu.Unlock()
 	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
 	_, err := tr.RoundTrip(req)
 	require.ErrorIs(t, err, context.Canceled)
 	tr.core.mu.Lock()
-	tr.core.testHookQueued = nil
-	assert.Empty(t, tr.core.queue.ws)
+	tr.core.sched.testHookQueued = nil
+	assert.Empty(t, tr.core.sched.queue.ws)
 	tr.core.mu.Unlock()
 
 	close(gate)
