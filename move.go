@@ -316,10 +316,10 @@ func (b *resumingBody) watchStalls(mc *moveCheck, cb *countingBody, owed int64) 
 	if multiplexed(cb.e) {
 		return // an HTTP/3 stream: its connection watches its own progress
 	}
-	b.judge = mc
+	b.stall.judge = mc
 	b.watchConn(cb, owed)
 	b.mu.Lock()
-	b.stallTimer = time.AfterFunc(moveCheckInterval, b.checkStall)
+	b.stall.timer = time.AfterFunc(moveCheckInterval, b.checkStall)
 	b.mu.Unlock()
 }
 
@@ -327,14 +327,14 @@ func (b *resumingBody) watchStalls(mc *moveCheck, cb *countingBody, owed int64) 
 // watch looks at; none once the body cannot resume again, or if cb is not
 // one of the pool's TCP connections on a path.
 func (b *resumingBody) watchConn(cb *countingBody, owed int64) {
-	if b.judge == nil {
+	if b.stall.judge == nil {
 		return
 	}
 	if cb == nil || cb.e.path == nil || cb.e.mptcp || multiplexed(cb.e) || b.resumed >= maxResumes {
-		b.watched.Store(nil)
+		b.stall.watched.Store(nil)
 		return
 	}
-	b.watched.Store(&watchedConn{cb: cb, owed: owed})
+	b.stall.watched.Store(&watchedConn{cb: cb, owed: owed})
 }
 
 // checkStall runs on the stall watch's timer: if the watched connection
@@ -352,12 +352,12 @@ func (b *resumingBody) checkStall() {
 	if b.ctx.Err() != nil {
 		return // ended or closed
 	}
-	if w := b.watched.Load(); w != nil {
+	if w := b.stall.watched.Load(); w != nil {
 		b.judgeStall(w, time.Now())
 	}
 	b.mu.Lock()
 	if !b.closed {
-		b.stallTimer.Reset(moveCheckInterval)
+		b.stall.timer.Reset(moveCheckInterval)
 	}
 	b.mu.Unlock()
 }
@@ -373,7 +373,7 @@ func (b *resumingBody) judgeStall(w *watchedConn, now time.Time) {
 		return
 	}
 	rate := w.cb.rate(now, min(minRateSpan(e.path), stallRateSpan))
-	mc := b.judge
+	mc := b.stall.judge
 	in := mc.in
 	in.SizeToBeReceived = min(left, maxSizeEstimate)
 	cands, queued := mc.t.core.candidatesOf(mc.key)
@@ -386,12 +386,12 @@ func (b *resumingBody) judgeStall(w *watchedConn, now time.Time) {
 	if to == nil {
 		return
 	}
-	b.offStall.Store(true)
+	b.stall.off.Store(true)
 	if !mc.t.core.closeStalled(e) {
-		b.offStall.Store(false)
+		b.stall.off.Store(false)
 		return
 	}
-	b.watched.CompareAndSwap(w, nil)
+	b.stall.watched.CompareAndSwap(w, nil)
 	mc.t.counters(e.path).moved.Add(1)
 	if log := mc.t.Manager.debugLogger(b.ctx); log != nil {
 		log.Debug("intents: quiet body leaves its path", "path", e.path.Name, "for", to.Name, "left", left, "rate", rate)

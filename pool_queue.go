@@ -30,15 +30,10 @@ type scheduler struct {
 // waiter is one request asking the pool for a connection, as net/http's
 // wantConn: it gets exactly one grant, or its context ends first.
 type waiter struct {
-	ctx        context.Context
-	key        string
-	dest       Destination
-	in         Intents
-	sizeSource SizeSource
-	sizeOrigin string
-	loopback   hostHint
-	skip       []*Path
-	ch         chan grant // queued waiters only; buffered 1: a grant is handed over without blocking
+	connRequest // its in changes as the origin's size is learnt (see decideOnce)
+	ctx         context.Context
+	skip        []*Path    // the paths its dials failed on
+	ch          chan grant // queued waiters only; buffered 1: a grant is handed over without blocking
 
 	// The rest is guarded by core.mu.
 	queued  bool // it joined the queue
@@ -251,7 +246,7 @@ var waiterPool = sync.Pool{New: func() any { return new(waiter) }}
 // is possible or ctx ends.
 func (s *scheduler) wait(ctx context.Context, r connRequest, skip []*Path) (grant, error) {
 	w := waiterPool.Get().(*waiter)
-	*w = waiter{ctx: ctx, key: r.key, dest: r.dest, in: r.in, sizeSource: r.sizeSource, sizeOrigin: r.sizeOrigin, loopback: r.loopback, skip: skip}
+	*w = waiter{connRequest: r, ctx: ctx, skip: skip}
 	s.pool.mu.Lock()
 	if !s.pool.closed && !s.queue.has(r.key) { // nobody is ahead for this destination
 		if g, ok := s.attempt(w, nil); ok {

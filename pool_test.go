@@ -382,7 +382,7 @@ var testDest = Destination{Network: "tcp", Host: "192.0.2.1", Port: 80}
 
 // queuedWaiter is a request for destination "k" expecting size bytes.
 func queuedWaiter(size int64) *waiter {
-	return &waiter{ctx: context.Background(), key: "k", dest: testDest, in: Intents{SizeToBeReceived: size}, ch: make(chan grant, 1)}
+	return &waiter{connRequest: connRequest{key: "k", dest: testDest, in: Intents{SizeToBeReceived: size}}, ctx: context.Background(), ch: make(chan grant, 1)}
 }
 
 // A choice that closes an idle connection to make room, followed by one
@@ -791,7 +791,7 @@ func TestUndoGivesTheSlotBack(t *testing.T) {
 	e := &entry{id: 1, key: "k", c: &fakeConn{}, created: time.Now(), lastUsed: time.Now()}
 	c.reg.entries["k"] = []*entry{e}
 	c.reg.total = 1
-	w := &waiter{ctx: context.Background(), key: "k", in: Intents{SizeToBeReceived: 500}}
+	w := &waiter{connRequest: connRequest{key: "k", in: Intents{SizeToBeReceived: 500}}, ctx: context.Background()}
 	c.mu.Lock()
 	g, ok := c.sched.reserve(w, e, time.Now())
 	c.mu.Unlock()

@@ -84,8 +84,8 @@ func (b *resumingBody) startSplit(plan splitPlan) {
 	rest := byteRange{first: s.first, last: s.last, total: b.total, v: b.v}
 	b.split, b.end = s, s.first-1
 	b.splits++
-	b.watched.Store(nil)  // its connection now owes the first part only
-	b.cb.forgo(plan.part) // its path's backlog: those bytes come another way
+	b.stall.watched.Store(nil) // its connection now owes the first part only
+	b.cb.forgo(plan.part)      // its path's backlog: those bytes come another way
 	go s.fetch(WithIntents(ctx, in), b.t, b.req, rest)
 }
 

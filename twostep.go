@@ -134,22 +134,28 @@ type resumingBody struct {
 	// byte. splits counts the parts asked for (see splitRoom).
 	split  *splitPart
 	splits int
-	// judge, once set, is asked whether the rest should leave a
-	// connection that has gone quiet (see checkStall); watched is the
-	// connection the body's Read waits on then, and offStall says the
-	// rest leaves the path that connection is on.
-	judge    *moveCheck
-	watched  atomic.Pointer[watchedConn]
-	offStall atomic.Bool
+	stall  stallJudge // whether the rest leaves a connection gone quiet
 	// ctx carries the requests for the rest; Close cancels it, so that a
 	// Read waiting for one returns.
 	ctx  context.Context
 	stop context.CancelFunc
-	// mu guards rc, closed and stallTimer: Close may come from another
+	// mu guards rc, closed and stall.timer: Close may come from another
 	// goroutine while a Read waits or asks for the rest.
-	mu         sync.Mutex
-	closed     bool
-	stallTimer *time.Timer
+	mu     sync.Mutex
+	closed bool
+}
+
+// stallJudge is a resumingBody's watch on the connection its Read waits
+// on (see resumingBody.checkStall).
+type stallJudge struct {
+	// judge, once set, is asked whether the rest should leave a
+	// connection that has gone quiet; watched is the connection the
+	// body's Read waits on then, and off says the rest leaves the path
+	// that connection is on.
+	judge   *moveCheck
+	watched atomic.Pointer[watchedConn]
+	off     atomic.Bool
+	timer   *time.Timer // under the body's mu: looks again
 }
 
 // newResumingBody reads rc, bytes pos to end of an object of total bytes
@@ -220,7 +226,7 @@ func (b *resumingBody) Read(p []byte) (int, error) {
 		in, _ := FromContext(b.ctx)
 		// The path is left out of the rest's choice when it failed the
 		// body, not when the server ended the connection.
-		if b.path != nil && err != errEndedShort && !(cut && !errors.Is(err, ErrPathDown)) && (!errors.Is(err, errStalled) || b.offStall.Swap(false)) {
+		if b.path != nil && err != errEndedShort && !(cut && !errors.Is(err, ErrPathDown)) && (!errors.Is(err, errStalled) || b.stall.off.Swap(false)) {
 			in = in.without(b.path)
 		}
 		from := b.path
@@ -340,8 +346,8 @@ func (b *resumingBody) Close() error {
 	b.mu.Lock()
 	b.closed = true
 	rc := b.rc
-	if b.stallTimer != nil {
-		b.stallTimer.Stop()
+	if b.stall.timer != nil {
+		b.stall.timer.Stop()
 	}
 	b.mu.Unlock()
 	b.stop()
