@@ -1165,3 +1165,30 @@ func TestMPTCPStateIsReadOutsideThePoolLock(t *testing.T) {
 	assert.Positive(t, calls.Load(), "read for the new connection")
 	assert.Zero(t, underLock.Load(), "read under the pool's lock")
 }
+
+// The path health starts no background work once its pool has closed: a
+// spare connection whose place was taken as the pool closed is not dialed
+// and gives its place back, and a path's RTT is not measured (its probe
+// mark is given back for a later pool). Close has waited for the work
+// started before it; work started after would race that wait.
+func TestPathHealthStartsNothingAfterClose(t *testing.T) {
+	p := &Path{Name: "b", Up: true, est: estimate.New(0, 0)}
+	dialed := false
+	c := newCore(nil, coreConfig{limits: limits{maxPerHost: 6}, measure: func(context.Context, *Path, Destination) { dialed = true }})
+	c.mu.Lock()
+	s := c.reg.takeDialSlot("k", testDest, []*Path{p}, Choice{Path: p, Fresh: true}, 0)
+	c.mu.Unlock()
+	c.close()
+	c.health.openSpare(s, time.Second, func(context.Context, Choice) (pooled, net.Conn, error) {
+		dialed = true
+		return &fakeConn{}, nil, nil
+	})
+	c.health.measureOthers(dialSlot{path: &Path{Name: "a"}, dest: testDest, permitted: []*Path{p}}, nil)
+	c.health.runs.Wait()
+	assert.False(t, dialed, "nothing dialed or measured after close")
+	c.mu.Lock()
+	assert.Zero(t, c.reg.total, "the spare's place is given back")
+	assert.Empty(t, c.reg.dialing)
+	c.mu.Unlock()
+	assert.True(t, p.est.StartProbe(), "the path's probe mark is given back")
+}
