@@ -1,10 +1,12 @@
 // Command intents shows and uses this host's paths the way the intents
 // library sees them: the path table with live estimates, name resolution
-// per path, and downloads scheduled over the paths by a policy.
+// per path, downloads scheduled over the paths by a policy, and a proxy
+// that gives the same to every other program.
 //
 //	intents paths [-json] [-probe HOST:PORT]
 //	intents resolve [-json] NAME
 //	intents get [-json] [-o FILE] [-intents TEXT] [-policy NAME] [-aggregate] [-twostep BYTES] URL
+//	intents proxy [-listen ADDR[=INTENTS]]... [-socks ADDR[=INTENTS]]... [-rules FILE] [-policy NAME] [-v] ...
 //
 // None of it needs privileges. The -json forms print one JSON document on
 // stdout, for scripts.
@@ -33,21 +35,20 @@ const usage = `usage:
   intents paths [-json] [-probe HOST:PORT]
   intents resolve [-json] NAME
   intents get [-json] [-o FILE] [-intents TEXT] [-policy NAME] [-aggregate] [-twostep BYTES] URL
+  intents proxy [-listen ADDR[=INTENTS]]... [-socks ADDR[=INTENTS]]... [-rules FILE] [-policy NAME] [-v]
+                [-metrics ADDR] [-allow CIDR,...] [-auth USER:PASSWORD] [-ports PORT,...] [-pac PATTERN=ADDR]...
 `
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, newManager))
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, intents.NewManager))
 }
 
-// newManager makes the Manager of a command: every interface, the policy
-// given. Tests replace it.
-type managerFunc func(p intents.Policy) (*intents.Manager, error)
-
-func newManager(p intents.Policy) (*intents.Manager, error) {
-	return intents.NewManager(intents.Config{Policy: p, NoWatch: true})
-}
+// managerFunc makes the Manager of a command from what the command sets
+// of its configuration (policy, watching, logger): intents.NewManager,
+// over every interface. Tests replace it with one over their paths.
+type managerFunc func(cfg intents.Config) (*intents.Manager, error)
 
 // run runs one command and returns the exit status: 0, 1 for a failure,
 // 2 for a usage error.
@@ -64,6 +65,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, mf manage
 		err = cmdResolve(ctx, args[1:], stdout, mf)
 	case "get":
 		err = cmdGet(ctx, args[1:], stdout, stderr, mf)
+	case "proxy":
+		err = cmdProxy(ctx, args[1:], stderr, mf)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -167,7 +170,7 @@ func cmdPaths(ctx context.Context, args []string, stdout io.Writer, mf managerFu
 	if fs.NArg() > 0 {
 		return usageError{"paths takes no arguments"}
 	}
-	m, err := mf(nil)
+	m, err := mf(intents.Config{NoWatch: true})
 	if err != nil {
 		return err
 	}
@@ -256,7 +259,7 @@ func cmdResolve(ctx context.Context, args []string, stdout io.Writer, mf manager
 		return usageError{"resolve takes one NAME"}
 	}
 	name := fs.Arg(0)
-	m, err := mf(nil)
+	m, err := mf(intents.Config{NoWatch: true})
 	if err != nil {
 		return err
 	}
@@ -364,7 +367,7 @@ func cmdGet(ctx context.Context, args []string, stdout, stderr io.Writer, mf man
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	m, err := mf(mk())
+	m, err := mf(intents.Config{Policy: mk(), NoWatch: true})
 	if err != nil {
 		return err
 	}

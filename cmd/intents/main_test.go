@@ -89,12 +89,13 @@ func loopManager(t *testing.T, dnsServer string) managerFunc {
 	// No system name servers: nothing is ever sent beyond loopback.
 	empty := filepath.Join(t.TempDir(), "resolv.conf")
 	require.NoError(t, os.WriteFile(empty, nil, 0o644))
-	return func(p intents.Policy) (*intents.Manager, error) {
+	return func(cfg intents.Config) (*intents.Manager, error) {
 		pc := intents.PathConfig{Interface: "lo"}
 		if dnsServer != "" {
 			pc.DNS = []string{dnsServer}
 		}
-		return intents.NewManager(intents.Config{Paths: []intents.PathConfig{pc}, Policy: p, NoWatch: true, ResolvConf: empty})
+		cfg.Paths, cfg.NoWatch, cfg.ResolvConf = []intents.PathConfig{pc}, true, empty
+		return intents.NewManager(cfg)
 	}
 }
 

@@ -31,8 +31,9 @@ func TestNetnsCLI(t *testing.T) {
 
 func TestNetnsCLIChild(t *testing.T) {
 	testbed.ChildArg(t, "TestNetnsCLI")
-	mf := func(p intents.Policy) (*intents.Manager, error) {
-		return intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}}, Policy: p, NoWatch: true})
+	mf := func(cfg intents.Config) (*intents.Manager, error) {
+		cfg.Paths, cfg.NoWatch = []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}}, true
+		return intents.NewManager(cfg)
 	}
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"paths", "-json", "-probe", "10.71.100.1:80"}, &stdout, &stderr, mf)

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// intents proxy serves until its context ends, on the listeners asked
+// for, and a request through it reaches its destination.
+func TestProxyCommand(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "via "+r.Header.Get("Via"))
+	}))
+	defer upstream.Close()
+	rules := filepath.Join(t.TempDir(), "rules")
+	require.NoError(t, os.WriteFile(rules, []byte("127.0.0.0/8 category=query\n"), 0o644))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"proxy", "-listen", "127.0.0.1:0=category=bulk", "-socks", "127.0.0.1:0", "-metrics", "127.0.0.1:0",
+			"-rules", rules, "-pac", "*.example=127.0.0.1:8081", "-v"}, io.Discard, pw, loopManager(t, ""))
+		pw.Close()
+	}()
+	// The log says where each listener is: HTTP, SOCKS5, metrics, in order.
+	var addrs []string
+	listening := regexp.MustCompile(`proxy: listening" addr=(\S+)`)
+	sc := bufio.NewScanner(pr)
+	for len(addrs) < 3 && sc.Scan() {
+		if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+			addrs = append(addrs, m[1])
+		}
+	}
+	require.Len(t, addrs, 3, "the listeners are logged")
+	go io.Copy(io.Discard, pr)
+
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: addrs[0]})}}
+	resp, err := c.Get(upstream.URL)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	c.CloseIdleConnections()
+	assert.Equal(t, "via 1.1 intents-proxy", string(body))
+
+	resp, err = http.Get("http://" + addrs[0] + "/proxy.pac")
+	require.NoError(t, err)
+	pac, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Contains(t, string(pac), `if (dnsDomainIs(host.toLowerCase(), ".example")) return "PROXY 127.0.0.1:8081";`)
+
+	resp, err = http.Get("http://" + addrs[2] + "/metrics")
+	require.NoError(t, err)
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Contains(t, string(metrics), "intents_proxy_forwarded_total 1")
+	http.DefaultClient.CloseIdleConnections()
+
+	cancel()
+	assert.Equal(t, 0, <-code)
+}
+
+func TestProxyCommandUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"proxy", "-listen", "nonsense"},
+		{"proxy", "-listen", "127.0.0.1:0=category=nonsense"},
+		{"proxy", "-allow", "10.0.0.0"},
+		{"proxy", "-auth", "nopassword"},
+		{"proxy", "-ports", "0"},
+		{"proxy", "-policy", "nonsense"},
+		{"proxy", "extra"},
+		{"proxy", "-pac", "*.example"},
+		{"proxy", "-pac", "a b=127.0.0.1:8081"},
+	} {
+		var stderr strings.Builder
+		assert.Equal(t, 2, run(context.Background(), args, io.Discard, &stderr, loopManager(t, "")), "%v: %s", args, stderr.String())
+	}
+}

@@ -1,0 +1,79 @@
+package proxy_test
+
+import (
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+
+	"github.com/sockintents/intents"
+	"github.com/sockintents/intents/policy"
+	"github.com/sockintents/intents/proxy"
+)
+
+// A proxy for programs that cannot carry intents: their requests through
+// this listener are bulk transfers, those to *.videocdn.example streams.
+func ExampleServer() {
+	m, err := intents.NewManager(intents.Config{Policy: &policy.EAF{}, NoWatch: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	rules, err := proxy.ParseRules(strings.NewReader("*.videocdn.example category=stream,prohibit=expensive\n"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	s := &proxy.Server{
+		Transport: &intents.Transport{Manager: m},
+		Dialer:    &intents.Dialer{Manager: m},
+		Rules:     rules,
+	}
+	defer s.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	go s.Serve(l, intents.Intents{Category: intents.CategoryBulk})
+
+	// A client that knows nothing of intents, told to use the proxy.
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello through %s", r.Header.Get("Via"))
+	}))
+	defer origin.Close()
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: l.Addr().String()})}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(origin.URL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Println(string(body))
+	// Output: hello through 1.1 intents-proxy
+}
+
+func ExampleParseRules() {
+	rules, err := proxy.ParseRules(strings.NewReader(`
+# video from the CDN on the wired path, never on cellular
+*.videocdn.example  category=stream,prefer=wired,prohibit=cellular
+10.0.0.0/8          require=eth0
+`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, host := range []string{"a.videocdn.example", "10.1.2.3", "example.org"} {
+		for _, r := range rules {
+			if r.Match(host) {
+				fmt.Printf("%s: %s\n", host, r.Intents)
+				break
+			}
+		}
+	}
+	// Output:
+	// a.videocdn.example: category=stream,prohibit=cellular,prefer=wired
+	// 10.1.2.3: require=eth0
+}

@@ -1,0 +1,469 @@
+// Package proxy is an intent-aware forward proxy for programs that cannot
+// carry intents themselves: a browser, curl, a package manager. Plain
+// HTTP requests go through an intents.Transport, each decided, pooled,
+// sized and resumed like any of its requests; CONNECT and SOCKS5 tunnels
+// are connections an intents.Dialer places. Intents come from the
+// listener a client connects to, from rules by destination, and from an
+// Intents request header, merged in that order: a later source may refine
+// an earlier one and add prohibitions, never lift one.
+//
+// A Server is safe by default: it serves clients on loopback only, tunnels
+// to ports 443 and 80 only, never connects to its own listeners, and
+// bounds header sizes, header-read and idle times, clients and tunnels.
+package proxy
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sockintents/intents"
+	"golang.org/x/net/netutil"
+)
+
+// Defaults of a Server's limits.
+const (
+	DefaultMaxHeaderBytes    = 32 << 10
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultMaxClients        = 1024
+	DefaultMaxTunnels        = 1024
+	DefaultDialTimeout       = 30 * time.Second
+)
+
+// Server is an HTTP and SOCKS5 forward proxy. Set its fields before the
+// first Serve; they are not to be changed after.
+type Server struct {
+	// Transport carries plain HTTP requests. Dialer opens tunnels (CONNECT,
+	// SOCKS5). Both are required; they usually share a Manager.
+	Transport *intents.Transport
+	Dialer    *intents.Dialer
+	// Rules give intents by destination; the first that matches applies.
+	Rules []Rule
+	// PAC routes destinations to listeners in the PAC file served at
+	// PACPath; the rest go to the listener the file came from.
+	PAC []PACRoute
+	// Allow are the client networks served; others get 403 (SOCKS5: its
+	// "not allowed" reply). Nil: loopback only.
+	Allow []netip.Prefix
+	// User and Password, if User is set, are asked of every client: Basic
+	// proxy authentication (407 without), SOCKS5 username/password.
+	User, Password string
+	// ConnectPorts are the ports a tunnel may reach. Nil: 443 and 80.
+	ConnectPorts []uint16
+	// MaxHeaderBytes bounds a request's line and headers (431 beyond).
+	// ReadHeaderTimeout bounds reading them, IdleTimeout a client
+	// connection's wait for its next request. Zero: the defaults above.
+	MaxHeaderBytes    int
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+	// MaxClients bounds the client connections served at once on each
+	// listener (more wait to be accepted); MaxTunnels the tunnels open at
+	// once (more are refused: 503). Zero: the defaults above.
+	MaxClients, MaxTunnels int
+	// DialTimeout bounds opening a tunnel (504 beyond). Zero: the default.
+	DialTimeout time.Duration
+	// Logger, if set, gets a line for each refusal and failure, and at
+	// debug level each tunnel and request with its path.
+	Logger *slog.Logger
+
+	once    sync.Once
+	forward *httputil.ReverseProxy
+	sizes   *hostSizes
+	stats   *stats
+
+	watchOnce sync.Once
+	done      chan struct{} // closed by Close
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[net.Listener]bool
+	onPath    map[net.Conn]string // a TCP tunnel's client end: its path's name
+	servers   []*http.Server
+	conns     map[net.Conn]bool // SOCKS5 clients and tunnels' ends
+	tunnels   int
+	wg        sync.WaitGroup // SOCKS5 clients and tunnels
+}
+
+// ErrServerClosed is returned by Serve and ServeSOCKS once Close was
+// called.
+var ErrServerClosed = errors.New("proxy: server closed")
+
+// listenerIntentsKey carries a listener's intents to ServeHTTP.
+type listenerIntentsKey struct{}
+
+func (s *Server) init() {
+	s.once.Do(func() {
+		s.sizes = newHostSizes(maxHosts)
+		s.stats = newStats()
+		s.forward = &httputil.ReverseProxy{
+			Rewrite:      s.rewrite,
+			Transport:    s.Transport,
+			ErrorHandler: s.forwardError,
+			ErrorLog:     slogErrorLog(s.Logger),
+		}
+		s.done = make(chan struct{})
+		s.listeners = map[net.Listener]bool{}
+		s.conns = map[net.Conn]bool{}
+		s.onPath = map[net.Conn]string{}
+	})
+}
+
+// Serve serves HTTP proxy clients (absolute-form requests and CONNECT)
+// accepted on l, with intents in for every request that comes through
+// it. It returns when l fails or Close is called (ErrServerClosed).
+func (s *Server) Serve(l net.Listener, in intents.Intents) error {
+	s.init()
+	hs := &http.Server{
+		Handler:           s,
+		MaxHeaderBytes:    cmp(s.MaxHeaderBytes, DefaultMaxHeaderBytes),
+		ReadHeaderTimeout: cmp(s.ReadHeaderTimeout, DefaultReadHeaderTimeout),
+		IdleTimeout:       cmp(s.IdleTimeout, DefaultIdleTimeout),
+		BaseContext: func(net.Listener) context.Context {
+			return context.WithValue(context.Background(), listenerIntentsKey{}, in)
+		},
+		ErrorLog: slogErrorLog(s.Logger),
+	}
+	if !s.addListener(l, hs) {
+		return ErrServerClosed
+	}
+	err := hs.Serve(netutil.LimitListener(l, cmp(s.MaxClients, DefaultMaxClients)))
+	if errors.Is(err, http.ErrServerClosed) {
+		return ErrServerClosed
+	}
+	return err
+}
+
+func (s *Server) addListener(l net.Listener, hs *http.Server) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		l.Close()
+		return false
+	}
+	s.listeners[l] = true
+	if hs != nil {
+		s.servers = append(s.servers, hs)
+	}
+	return true
+}
+
+// Close closes the listeners, the client connections and the tunnels,
+// and waits for their goroutines.
+func (s *Server) Close() error {
+	s.init()
+	s.mu.Lock()
+	if !s.closed {
+		close(s.done)
+	}
+	s.closed = true
+	servers := s.servers
+	var toClose []interface{ Close() error }
+	for l := range s.listeners {
+		toClose = append(toClose, l)
+	}
+	for c := range s.conns {
+		toClose = append(toClose, c)
+	}
+	s.mu.Unlock()
+	for _, hs := range servers {
+		hs.Close() // its listener and every client connection, hijacked ones aside
+	}
+	for _, c := range toClose {
+		c.Close()
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// track registers c, a SOCKS5 client or a tunnel's end, for Close; false
+// if the server is closed (c is then closed).
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.Close()
+		return false
+	}
+	s.conns[c] = true
+	return true
+}
+
+func (s *Server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// ServeHTTP serves one proxy request: CONNECT opens a tunnel, an
+// absolute-form request is forwarded. Used as a handler on its own (not
+// through Serve), a request carries no listener intents.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.init()
+	if !s.allowed(r.RemoteAddr) {
+		s.refuse(w, r, http.StatusForbidden, "client not allowed")
+		return
+	}
+	if !s.authorized(r.Header.Get("Proxy-Authorization")) {
+		w.Header().Set("Proxy-Authenticate", `Basic realm="intents proxy"`)
+		s.refuse(w, r, http.StatusProxyAuthRequired, "proxy authentication required")
+		return
+	}
+	if viaUs(r.Header) {
+		s.refuse(w, r, http.StatusLoopDetected, "the request came through this proxy already")
+		return
+	}
+	in, err := s.requestIntents(r)
+	if err != nil {
+		s.refuse(w, r, http.StatusBadRequest, "bad Intents header: "+err.Error())
+		return
+	}
+	if r.Method == http.MethodConnect {
+		s.connect(w, r, in)
+		return
+	}
+	if r.Method == http.MethodGet && r.URL.Host == "" && r.URL.Path == PACPath {
+		s.servePAC(w, r)
+		return
+	}
+	if r.URL.Scheme != "http" || r.URL.Host == "" {
+		// An origin-form request: this is no web server. An https URL in
+		// the clear: a client that meant CONNECT.
+		s.refuse(w, r, http.StatusBadRequest, "not a proxy request (absolute http URL or CONNECT)")
+		return
+	}
+	host, port := splitHostPort(r.URL.Host, 80)
+	if s.isSelf(host, port) {
+		s.refuse(w, r, http.StatusLoopDetected, "the request is for this proxy itself")
+		return
+	}
+	ctx := intents.WithIntents(r.Context(), in)
+	s.stats.request()
+	s.forward.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// requestIntents are r's: its listener's, then its destination's rule,
+// then its Intents header.
+func (s *Server) requestIntents(r *http.Request) (intents.Intents, error) {
+	in, _ := r.Context().Value(listenerIntentsKey{}).(intents.Intents)
+	host, _ := splitHostPort(r.Host, 0)
+	if r.Method != http.MethodConnect && r.URL != nil && r.URL.Host != "" {
+		host, _ = splitHostPort(r.URL.Host, 0)
+	}
+	in = s.destIntents(in, host)
+	if h := r.Header.Values("Intents"); len(h) > 0 {
+		over, err := intents.ParseIntents(strings.Join(h, ","))
+		if err != nil {
+			return intents.Intents{}, err
+		}
+		in = in.Merge(over)
+	}
+	return in, nil
+}
+
+// destIntents merges the first rule for host over in.
+func (s *Server) destIntents(in intents.Intents, host string) intents.Intents {
+	if rule, ok := match(s.Rules, host); ok {
+		in = in.Merge(rule)
+	}
+	return in
+}
+
+// via is this proxy's pseudonym in Via headers (RFC 9110 §7.6.3); a
+// request that carries it came through here already.
+const via = "intents-proxy"
+
+func viaUs(h http.Header) bool {
+	for _, v := range h.Values("Via") {
+		for hop := range strings.SplitSeq(v, ",") {
+			if f := strings.Fields(hop); len(f) >= 2 && f[1] == via {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// forwardedHeaders are what httputil.ReverseProxy removes before Rewrite,
+// for a reverse proxy to set: a forward proxy passes the client's on as
+// they are, and adds none.
+var forwardedHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"}
+
+// rewrite readies a forwarded request; httputil.ReverseProxy has removed
+// the hop-by-hop headers, and removes them from the response too.
+func (s *Server) rewrite(pr *httputil.ProxyRequest) {
+	for _, h := range forwardedHeaders {
+		if v := pr.In.Header.Values(h); len(v) > 0 {
+			pr.Out.Header[h] = v
+		}
+	}
+	pr.Out.Header.Del("Intents")
+	pr.Out.Header.Add("Via", fmt.Sprintf("%d.%d %s", pr.In.ProtoMajor, pr.In.ProtoMinor, via))
+	pr.Out.RequestURI = ""
+}
+
+// forwardError answers a forwarded request that failed before its
+// response: 504 if it timed out, else 502, with the reason.
+func (s *Server) forwardError(w http.ResponseWriter, r *http.Request, err error) {
+	s.stats.failure(err)
+	status := http.StatusBadGateway
+	if isTimeout(err) {
+		status = http.StatusGatewayTimeout
+	}
+	if r.Context().Err() != nil {
+		// The client went away: nobody to answer.
+		s.log(r.Context(), slog.LevelDebug, "client gone", r, err)
+		return
+	}
+	s.refuse(w, r, status, err.Error())
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// refuse answers r with status and a one-line reason, and logs it once.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, status int, reason string) {
+	s.log(r.Context(), slog.LevelInfo, "refused", r, errors.New(reason), "status", status)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Connection", "close")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, "intents proxy: %s\n", oneLine(reason))
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\r", " ")
+	return strings.ReplaceAll(s, "\n", " ")
+}
+
+func (s *Server) log(ctx context.Context, l slog.Level, msg string, r *http.Request, err error, attrs ...any) {
+	if s.Logger == nil {
+		return
+	}
+	args := append([]any{"client", r.RemoteAddr, "method", r.Method, "target", r.RequestURI}, attrs...)
+	if err != nil {
+		args = append(args, "err", err)
+	}
+	s.Logger.Log(ctx, l, "proxy: "+msg, args...)
+}
+
+// allowed reports whether a client at remote ("addr:port") may use the
+// proxy.
+func (s *Server) allowed(remote string) bool {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return false
+	}
+	a := ap.Addr().Unmap()
+	if s.Allow == nil {
+		return a.IsLoopback()
+	}
+	return slices.ContainsFunc(s.Allow, func(p netip.Prefix) bool { return p.Contains(a) })
+}
+
+// authorized checks a Proxy-Authorization header, in constant time.
+func (s *Server) authorized(h string) bool {
+	if s.User == "" {
+		return true
+	}
+	scheme, cred, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Basic") {
+		return false
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+	if err != nil {
+		return false
+	}
+	user, pass, _ := strings.Cut(string(raw), ":")
+	return s.credentialsMatch(user, pass)
+}
+
+func (s *Server) credentialsMatch(user, pass string) bool {
+	u := subtle.ConstantTimeCompare([]byte(user), []byte(s.User))
+	p := subtle.ConstantTimeCompare([]byte(pass), []byte(s.Password))
+	return u&p == 1
+}
+
+// portAllowed reports whether a tunnel may reach port.
+func (s *Server) portAllowed(port uint16) bool {
+	if s.ConnectPorts == nil {
+		return port == 443 || port == 80
+	}
+	return slices.Contains(s.ConnectPorts, port)
+}
+
+// isSelf reports whether host:port is one of the server's listeners: a
+// literal address (or a loopback name) at a listener's port, on the
+// listener's address or, for one on an unspecified address, any.
+func (s *Server) isSelf(host string, port uint16) bool {
+	a, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	if err != nil {
+		if !strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+			return false
+		}
+		a = netip.IPv6Loopback()
+	}
+	return s.isListener(netip.AddrPortFrom(a.Unmap(), port))
+}
+
+// isListener reports whether ap is the address of one of the server's
+// listeners (loopback addresses count as one another's).
+func (s *Server) isListener(ap netip.AddrPort) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for l := range s.listeners {
+		la, err := netip.ParseAddrPort(l.Addr().String())
+		if err != nil || la.Port() != ap.Port() {
+			continue
+		}
+		lip := la.Addr().Unmap()
+		if lip.IsUnspecified() || lip == ap.Addr() || (lip.IsLoopback() && ap.Addr().IsLoopback()) {
+			return true
+		}
+	}
+	return false
+}
+
+// splitHostPort splits "host:port", with def for a missing port.
+func splitHostPort(hostport string, def uint16) (string, uint16) {
+	host, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return strings.Trim(hostport, "[]"), def
+	}
+	port, err := strconv.ParseUint(p, 10, 16)
+	if err != nil {
+		return host, 0
+	}
+	return host, uint16(port)
+}
+
+// slogErrorLog is the http.Server's error log: l's, at level Info, or
+// none.
+func slogErrorLog(l *slog.Logger) *log.Logger {
+	if l == nil {
+		return log.New(io.Discard, "", 0)
+	}
+	return slog.NewLogLogger(l.Handler(), slog.LevelInfo)
+}
+
+func cmp[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,257 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/sockintents/intents"
+)
+
+// connect serves a CONNECT request: a tunnel to its authority.
+func (s *Server) connect(w http.ResponseWriter, r *http.Request, in intents.Intents) {
+	host, port := splitHostPort(r.Host, 0)
+	switch {
+	case host == "" || port == 0:
+		s.refuse(w, r, http.StatusBadRequest, "CONNECT needs host:port")
+		return
+	case s.isSelf(host, port):
+		s.refuse(w, r, http.StatusLoopDetected, "the tunnel is to this proxy itself")
+		return
+	case !s.portAllowed(port):
+		s.refuse(w, r, http.StatusForbidden, "CONNECT to port "+strconv.Itoa(int(port))+" is not allowed")
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		s.refuse(w, r, http.StatusMethodNotAllowed, "CONNECT over HTTP/2 is not served")
+		return
+	}
+	if !s.takeTunnel() {
+		s.refuse(w, r, http.StatusServiceUnavailable, "too many tunnels")
+		return
+	}
+	defer s.endTunnel()
+	up, err := s.dialTunnel(r.Context(), host, port, in)
+	if err != nil {
+		status := http.StatusBadGateway
+		if isTimeout(err) {
+			status = http.StatusGatewayTimeout
+		}
+		if errors.Is(err, errLoop) {
+			status = http.StatusLoopDetected
+		}
+		s.refuse(w, r, status, err.Error())
+		return
+	}
+	client, brw, err := hj.Hijack()
+	if err != nil {
+		up.Close()
+		s.log(r.Context(), slog.LevelInfo, "hijack failed", r, err)
+		return
+	}
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		client.Close()
+		up.Close()
+		return
+	}
+	client.SetDeadline(time.Time{}) // the server's header timeouts end here
+	s.relay(r.Context(), client, brw.Reader, up, host)
+}
+
+// errLoop is a tunnel that reached one of the proxy's own listeners.
+var errLoop = errors.New("the destination is this proxy itself")
+
+// dialTunnel opens a tunnel's connection to host:port through the path
+// the policy chooses for in, with the rule's intents for host merged in
+// and the size host sent before as the size to expect, unless in says.
+func (s *Server) dialTunnel(ctx context.Context, host string, port uint16, in intents.Intents) (net.Conn, error) {
+	if in.SizeToBeReceived == 0 {
+		in.SizeToBeReceived = s.sizes.predict(host)
+	}
+	ctx, cancel := context.WithTimeout(intents.WithIntents(ctx, in), cmp(s.DialTimeout, DefaultDialTimeout))
+	defer cancel()
+	c, err := s.Dialer.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(int(port))))
+	if err != nil {
+		s.stats.tunnelFailed()
+		return nil, err
+	}
+	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil && s.isListener(netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())) {
+		c.Close()
+		return nil, errLoop
+	}
+	return c, nil
+}
+
+// relay copies between a client and its tunnel's connection until both
+// directions end (each end's close is passed on as a half close), then
+// closes both, counts the bytes on the tunnel's path and teaches the
+// host's size. buffered holds what the client sent after its request,
+// read already. Between two TCP connections io.Copy splices on Linux.
+func (s *Server) relay(ctx context.Context, client net.Conn, buffered *bufio.Reader, up net.Conn, host string) {
+	if !s.track(client) {
+		up.Close()
+		return
+	}
+	if !s.track(up) {
+		s.untrack(client)
+		client.Close()
+		return
+	}
+	defer func() {
+		s.untrack(client)
+		s.untrack(up)
+		client.Close()
+		up.Close()
+	}()
+	path, _ := intents.PathOf(up)
+	raw := rawConn(up)
+	if path != nil && !isMPTCP(raw) {
+		// Its path going down ends it: an MPTCP tunnel goes on over its
+		// other subflows, a TCP one could only hang until TCP gives up.
+		s.watchPaths()
+		s.mu.Lock()
+		s.onPath[client] = path.Name
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.onPath, client)
+			s.mu.Unlock()
+		}()
+	}
+	var sent int64
+	if n := buffered.Buffered(); n > 0 {
+		b, _ := buffered.Peek(n)
+		m, err := raw.Write(b)
+		sent += int64(m)
+		if err != nil {
+			return
+		}
+	}
+	upDone := make(chan int64, 1)
+	go func() {
+		n, _ := io.Copy(raw, client)
+		closeWrite(raw)
+		upDone <- n
+	}()
+	received, _ := io.Copy(client, raw)
+	closeWrite(client)
+	// The server is done; a client that keeps its side open past the
+	// idle timeout is not waited for.
+	client.SetReadDeadline(time.Now().Add(cmp(s.IdleTimeout, DefaultIdleTimeout)))
+	sent += <-upDone
+	s.sizes.learn(host, received)
+	s.stats.tunnel(pathName(path), sent, received)
+	if s.Logger != nil {
+		s.Logger.Log(ctx, slog.LevelDebug, "proxy: tunnel", "host", host, "path", pathName(path), "sent", sent, "received", received)
+	}
+}
+
+func isMPTCP(c net.Conn) bool {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return false
+	}
+	mp, err := tc.MultipathTCP()
+	return err == nil && mp
+}
+
+// watchPaths starts, once, the watch that resets the tunnels whose path
+// went down or away (see resetTunnelsOnDownPaths).
+func (s *Server) watchPaths() {
+	m := s.Dialer.Manager
+	if m == nil {
+		return
+	}
+	s.watchOnce.Do(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.closed {
+			return
+		}
+		s.wg.Go(func() {
+			for {
+				select {
+				case <-s.done:
+					return
+				case <-m.Changed():
+				}
+				s.resetTunnelsOnDownPaths(m)
+			}
+		})
+	})
+}
+
+// resetTunnelsOnDownPaths resets both ends of every TCP tunnel whose path
+// is down or gone: its client sees a reset at once, not a stream that
+// stalls until TCP gives up minutes later.
+func (s *Server) resetTunnelsOnDownPaths(m *intents.Manager) {
+	var ends []net.Conn
+	s.mu.Lock()
+	for client, name := range s.onPath {
+		if p := m.Path(name); p == nil || !p.Up {
+			ends = append(ends, client)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range ends {
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetLinger(0) // a reset, not an orderly end the client could take for the whole
+		}
+		c.Close() // the relay then closes the other end
+		if s.Logger != nil {
+			s.Logger.Info("proxy: tunnel reset: its path went down", "client", c.RemoteAddr().String())
+		}
+	}
+}
+
+// rawConn is the socket under an intents.Conn, so that io.Copy between
+// it and a client's socket can splice.
+func rawConn(c net.Conn) net.Conn {
+	if ic, ok := c.(*intents.Conn); ok {
+		return ic.Conn
+	}
+	return c
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+		return
+	}
+	c.Close()
+}
+
+func pathName(p *intents.Path) string {
+	if p == nil {
+		return "system"
+	}
+	return p.Name
+}
+
+// takeTunnel takes a place for a tunnel; false at MaxTunnels or once the
+// server closed. endTunnel gives it back.
+func (s *Server) takeTunnel() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.tunnels >= cmp(s.MaxTunnels, DefaultMaxTunnels) {
+		return false
+	}
+	s.tunnels++
+	s.wg.Add(1)
+	return true
+}
+
+func (s *Server) endTunnel() {
+	s.mu.Lock()
+	s.tunnels--
+	s.mu.Unlock()
+	s.wg.Done()
+}
