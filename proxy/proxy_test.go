@@ -251,6 +251,15 @@ func TestPAC(t *testing.T) {
 `, body)
 }
 
+// openFiles counts the process's open file descriptors.
+func openFiles(t *testing.T) int {
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd here")
+	}
+	return len(fds)
+}
+
 func port(addr string) string {
 	_, p, _ := net.SplitHostPort(addr)
 	return p
@@ -536,12 +545,19 @@ func TestClientGoneEndsTheRequest(t *testing.T) {
 }
 
 // Many clients at once are all served (beyond MaxClients they wait to be
-// accepted), and the proxy's goroutines end with Close (TestMain's
-// goleak).
+// accepted); the proxy's file descriptors return to what they were once
+// it closes, and its goroutines end (TestMain's goleak).
 func TestManyClients(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	defer upstream.Close()
+	fds := openFiles(t)
 	p := newTestProxy(t, intents.Intents{}, func(s *Server) { s.MaxClients = 500 })
+	defer func() {
+		p.Close()
+		p.Transport.CloseIdleConnections()
+		require.Eventually(t, func() bool { return openFiles(t) <= fds }, 10*time.Second, 10*time.Millisecond,
+			"descriptors: %d before, %d after", fds, openFiles(t))
+	}()
 	const clients = 2000
 	var wg sync.WaitGroup
 	var mu sync.Mutex
