@@ -178,7 +178,7 @@ func TestNetnsProxyChild(t *testing.T) {
 		MPTCPEndpoints: kase == "mptcp-tunnel"})
 	require.NoError(t, err)
 	defer m.Close()
-	s := &Server{Transport: &intents.Transport{Manager: m}, Dialer: &intents.Dialer{Manager: m}}
+	s := &Server{Transport: &intents.Transport{Manager: m}, Dialer: &intents.Dialer{Manager: m}, PathHeader: "Intents-Path"}
 	defer s.Transport.CloseIdleConnections()
 	listen := func(in string, socks bool) string {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -207,6 +207,9 @@ func TestNetnsProxyChild(t *testing.T) {
 		socks1 := listen("require=p1", true)
 		socks2 := listen("require=p2", true)
 		curlObject(t, netnsObject, "-x", plain, "-H", "Intents: require=p1", obj+"header-p1")
+		out, err := exec.Command("curl", "-sS", "-o", "/dev/null", "-D", "-", "-x", plain, "-H", "Intents: require=p2", obj+"header-p2").Output()
+		require.NoError(t, err)
+		assert.Contains(t, string(out), "Intents-Path: p2\r\n", "the path, as the proxy tells it")
 		curlObject(t, netnsObject, "-x", plain, "-H", "Intents: require=p2", obj+"header-p2")
 		curlObject(t, netnsObject, "-x", p2, obj+"listener-p2")
 		curlObject(t, netnsObject, "-x", p2, "--cacert", ca, "--http1.1", "https://"+host+"/obj?id=tls1-p2")

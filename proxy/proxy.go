@@ -23,12 +23,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sockintents/intents"
@@ -80,6 +82,11 @@ type Server struct {
 	// Logger, if set, gets a line for each refusal and failure, and at
 	// debug level each tunnel and request with its path.
 	Logger *slog.Logger
+	// PathHeader, if set, names a response header in which each
+	// forwarded response tells the path its request went out on (for
+	// diagnostics and tests). Off by default: a page's scripts could
+	// read the host's interface names from it.
+	PathHeader string
 
 	once    sync.Once
 	forward *httputil.ReverseProxy
@@ -111,10 +118,11 @@ func (s *Server) init() {
 		s.sizes = newHostSizes(maxHosts)
 		s.stats = newStats()
 		s.forward = &httputil.ReverseProxy{
-			Rewrite:      s.rewrite,
-			Transport:    s.Transport,
-			ErrorHandler: s.forwardError,
-			ErrorLog:     slogErrorLog(s.Logger),
+			Rewrite:        s.rewrite,
+			ModifyResponse: s.modifyResponse,
+			Transport:      s.Transport,
+			ErrorHandler:   s.forwardError,
+			ErrorLog:       slogErrorLog(s.Logger),
 		}
 		s.done = make(chan struct{})
 		s.listeners = map[net.Listener]bool{}
@@ -314,6 +322,32 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Header.Del("Intents")
 	pr.Out.Header.Add("Via", fmt.Sprintf("%d.%d %s", pr.In.ProtoMajor, pr.In.ProtoMinor, via))
 	pr.Out.RequestURI = ""
+	if s.PathHeader != "" {
+		var path atomic.Pointer[string]
+		ctx := httptrace.WithClientTrace(pr.Out.Context(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+			p, _ := intents.PathOf(i.Conn)
+			name := pathName(p)
+			path.Store(&name)
+		}})
+		pr.Out = pr.Out.WithContext(context.WithValue(ctx, pathKey{}, &path))
+	}
+}
+
+// pathKey carries, with PathHeader set, where a forwarded request's path
+// is noted, to modifyResponse.
+type pathKey struct{}
+
+// modifyResponse adds the path header to a forwarded response, if asked.
+func (s *Server) modifyResponse(resp *http.Response) error {
+	if s.PathHeader == "" || resp.Request == nil {
+		return nil
+	}
+	if path, ok := resp.Request.Context().Value(pathKey{}).(*atomic.Pointer[string]); ok {
+		if p := path.Load(); p != nil {
+			resp.Header.Set(s.PathHeader, *p)
+		}
+	}
+	return nil
 }
 
 // forwardError answers a forwarded request that failed before its

@@ -115,6 +115,7 @@ func TestForward(t *testing.T) {
 	defer upstream.Close()
 	p := newTestProxy(t, intents.Intents{Timeliness: intents.TimelinessInteractive}, func(s *Server) {
 		s.Rules = []Rule{{Prefix: netip.MustParsePrefix("127.0.0.0/8"), Intents: intents.Intents{Cost: intents.CostBalance}}}
+		s.PathHeader = "Intents-Path"
 	})
 	req, _ := http.NewRequest("GET", upstream.URL+"/object", nil)
 	req.Header.Set("Intents", "category=bulk")
@@ -138,6 +139,7 @@ func TestForward(t *testing.T) {
 	}
 	assert.Equal(t, []string{"1.1 intents-proxy"}, got.Values("Via"))
 	assert.Equal(t, "1", resp.Header.Get("X-Kept"))
+	assert.Equal(t, "system", resp.Header.Get("Intents-Path"), "a loopback destination: routed by the system")
 	assert.Empty(t, resp.Header.Values("X-Resp-Hop"), "a header the response's Connection names")
 	assert.Empty(t, resp.Header.Values("Keep-Alive"))
 

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -33,6 +34,7 @@ import (
 	"github.com/sockintents/intents/internal/pageload"
 	"github.com/sockintents/intents/internal/testbed"
 	"github.com/sockintents/intents/policy"
+	"github.com/sockintents/intents/proxy"
 )
 
 // The contenders, by key: the two single-path baselines first. Every
@@ -70,6 +72,12 @@ var (
 		"h3-path1": "path 1 (quic-go HTTP/3)",
 		"h3-path2": "path 2 (quic-go HTTP/3)",
 		"eaf-h3":   "EAF, HTTP/3 (intents)",
+		// net/http through the proxy (a new one, on loopback, each load),
+		// which places the requests: on one path by its listener's
+		// intents, or by EAF.
+		"proxy-path1": "path 1 (via the proxy)",
+		"proxy-path2": "path 2 (via the proxy)",
+		"proxy-eaf":   "EAF (via the proxy)",
 	}
 	defaultContenders = []string{"path1", "path2", "rr", "eaf", "eaf-hints", "eaf-mptcp", "mptcp"}
 	baselines         = []string{"path1", "path2"}
@@ -98,7 +106,10 @@ type contender struct {
 	warm bool
 	// https: it loads the pages over HTTPS (the HTTP/3 contenders).
 	https bool
-	close func() // ends what it opened, if set
+	// pathHeader names the response header that tells an object's path
+	// (a proxy's), if the client's connection does not.
+	pathHeader string
+	close      func() // ends what it opened, if set
 }
 
 // closeIdle ends the contender's idle connections, so every load starts
@@ -184,6 +195,13 @@ func newContender(key string, cfg config) contender {
 		tr.Base.TLSClientConfig = &tls.Config{RootCAs: caPool(cfg.CA)}
 		c.https = true
 		return c
+	case "proxy-path1", "proxy-path2", "proxy-eaf":
+		c := withPolicy(&policy.EAF{}, false)
+		var in intents.Intents
+		if key != "proxy-eaf" {
+			in.Interfaces = map[string]intents.Level{"p" + key[len(key)-1:]: intents.LevelRequire}
+		}
+		return viaProxy(c, in, perHost)
 	case "mptcp":
 		// Plain net/http over MPTCP connections whose first subflow is on
 		// path 1.
@@ -196,6 +214,30 @@ func newContender(key string, cfg config) contender {
 		return contender{key: key, rt: &http.Transport{DialContext: dial, MaxConnsPerHost: perHost}}
 	}
 	panic("unknown contender " + key) // checked by main
+}
+
+// viaProxy makes c's Transport the one of a proxy that serves, on a
+// loopback listener with intents in, a net/http client with the browsers'
+// limits: c then loads through the proxy.
+func viaProxy(c contender, in intents.Intents, perHost int) contender {
+	tr := c.rt.(*intents.Transport)
+	s := &proxy.Server{Transport: tr, Dialer: &intents.Dialer{Manager: c.m}, PathHeader: "Intents-Path"}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(l, in) }()
+	client := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: l.Addr().String()}),
+		MaxConnsPerHost: perHost, MaxIdleConnsPerHost: perHost}
+	c.close = func() {
+		s.Close()
+		<-served
+		client.CloseIdleConnections()
+		tr.Close()
+	}
+	c.rt, c.pathHeader = client, "Intents-Path"
+	return c
 }
 
 // client loads the pages with every contender, inside the client
@@ -217,11 +259,11 @@ func client() {
 		if !c.fresh {
 			return
 		}
-		if tr, ok := c.rt.(*intents.Transport); ok {
-			tr.Close()
-		}
 		if c.close != nil {
 			c.close()
+		}
+		if tr, ok := c.rt.(*intents.Transport); ok {
+			tr.Close()
 		}
 		if c.m != nil {
 			c.m.Close()
@@ -251,7 +293,7 @@ func client() {
 			if err != nil {
 				log.Fatal(err)
 			}
-			l := &pageload.Loader{Transport: c.rt, SizeIntents: c.hints, PathOf: localDev,
+			l := &pageload.Loader{Transport: c.rt, SizeIntents: c.hints, PathOf: localDev, PathHeader: c.pathHeader,
 				URL: func(host int, size int64, i int) string {
 					if c.https {
 						return fmt.Sprintf("https://10.71.100.%d/obj/%d?o=%d", host+1, size, i)

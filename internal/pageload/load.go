@@ -40,6 +40,9 @@ type Loader struct {
 	// PathOf names the path of the connection an object came over; nil
 	// leaves ObjectResult.Path empty.
 	PathOf func(net.Conn) string
+	// PathHeader, if set, names a response header that names the path
+	// instead (a proxy's: see proxy.Server.PathHeader).
+	PathHeader string
 	// MaxPerHost and MaxTotal bound the requests in flight; 0: no bound.
 	MaxPerHost, MaxTotal int
 }
@@ -178,7 +181,10 @@ func (l *Loader) fetch(ctx context.Context, start time.Time, o Object, i int) do
 	case r.Bytes != o.Size:
 		return done{i: i, err: fmt.Errorf("pageload: object %d (%s): %d bytes, want %d", i, url, r.Bytes, o.Size)}
 	}
-	if l.PathOf != nil && conn != nil {
+	switch {
+	case l.PathHeader != "":
+		r.Path = resp.Header.Get(l.PathHeader)
+	case l.PathOf != nil && conn != nil:
 		r.Path = l.PathOf(conn)
 	}
 	return done{i: i, res: r}
