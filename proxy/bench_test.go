@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -10,8 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -229,5 +232,69 @@ func BenchmarkProxySmallGET(b *testing.B) {
 	b.ReportMetric(float64((mp - md).Microseconds()), "added-µs")
 	if tiny != nil {
 		b.ReportMetric(float64((med(ts) - md).Microseconds()), "tinyproxy-added-µs")
+	}
+}
+
+// BenchmarkProxyIdleTunnels opens 1,000 CONNECT tunnels to a server that
+// accepts and holds its connections without a goroutine each, leaves them
+// idle, and reports the process's heap and stack growth per tunnel (the
+// proxy's share: its clients are bare sockets too) and its RSS growth.
+func BenchmarkProxyIdleTunnels(b *testing.B) {
+	const tunnels = 1000
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	held := make(chan net.Conn, tunnels)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			held <- c
+		}
+	}()
+	s, addr := benchProxy(b)
+	s.MaxTunnels = 2 * tunnels
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	p, _ := strconv.Atoi(port)
+	s.ConnectPorts = []uint16{uint16(p)}
+	memory := func() (inuse, rss uint64) {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		statm, _ := os.ReadFile("/proc/self/statm")
+		var pages uint64
+		if f := strings.Fields(string(statm)); len(f) > 1 {
+			pages, _ = strconv.ParseUint(f[1], 10, 64)
+		}
+		return ms.HeapInuse + ms.StackInuse, pages * uint64(os.Getpagesize())
+	}
+	for i := 0; i < b.N; i++ {
+		inuse0, rss0 := memory()
+		clients := make([]net.Conn, 0, tunnels)
+		for range tunnels {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", l.Addr(), l.Addr())
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				b.Fatalf("tunnel: %v %v", resp, err)
+			}
+			clients = append(clients, c)
+		}
+		inuse1, rss1 := memory()
+		b.ReportMetric(float64(inuse1-inuse0)/tunnels, "heap+stack-B/tunnel")
+		b.ReportMetric(float64(int64(rss1)-int64(rss0))/tunnels, "rss-B/tunnel")
+		for _, c := range clients {
+			c.Close()
+		}
+		for range tunnels {
+			(<-held).Close()
+		}
 	}
 }

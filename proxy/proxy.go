@@ -34,7 +34,6 @@ import (
 	"time"
 
 	"github.com/sockintents/intents"
-	"golang.org/x/net/netutil"
 )
 
 // Defaults of a Server's limits.
@@ -149,7 +148,7 @@ func (s *Server) Serve(l net.Listener, in intents.Intents) error {
 	if !s.addListener(l, hs) {
 		return ErrServerClosed
 	}
-	err := hs.Serve(netutil.LimitListener(l, cmp(s.MaxClients, DefaultMaxClients)))
+	err := hs.Serve(newLimitListener(l, cmp(s.MaxClients, DefaultMaxClients)))
 	if errors.Is(err, http.ErrServerClosed) {
 		return ErrServerClosed
 	}

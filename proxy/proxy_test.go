@@ -590,3 +590,32 @@ func TestManyClients(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, map[int]int{200: clients}, statuses)
 }
+
+// A tunnel relays between two *net.TCPConn, which io.Copy splices on
+// Linux (no copy through user space): the client's end under the
+// listener's wrapper, the server's under the Dialer's.
+func TestTunnelEndsAreSockets(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ll := newLimitListener(l, 1)
+	defer ll.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ll.Accept()
+		if err == nil {
+			accepted <- c
+		}
+		close(accepted)
+	}()
+	m, err := intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "lo"}}, NoWatch: true})
+	require.NoError(t, err)
+	defer m.Close()
+	up, err := (&intents.Dialer{Manager: m}).DialContext(context.Background(), "tcp", l.Addr().String())
+	require.NoError(t, err)
+	defer up.Close()
+	client := <-accepted
+	require.NotNil(t, client)
+	defer client.Close()
+	assert.IsType(t, &net.TCPConn{}, rawConn(client))
+	assert.IsType(t, &net.TCPConn{}, rawConn(up))
+}

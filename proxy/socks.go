@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/sockintents/intents"
-	"golang.org/x/net/netutil"
 )
 
 // SOCKS5 (RFC 1928), the CONNECT command, with no authentication or, if
@@ -51,7 +50,7 @@ func (s *Server) ServeSOCKS(l net.Listener, in intents.Intents) error {
 	if !s.addListener(l, nil) {
 		return ErrServerClosed
 	}
-	l = netutil.LimitListener(l, cmp(s.MaxClients, DefaultMaxClients))
+	l = newLimitListener(l, cmp(s.MaxClients, DefaultMaxClients))
 	for {
 		c, err := l.Accept()
 		if err != nil {

@@ -112,7 +112,7 @@ func (s *Server) relay(ctx context.Context, client net.Conn, buffered *bufio.Rea
 		up.Close()
 	}()
 	path, _ := intents.PathOf(up)
-	raw := rawConn(up)
+	raw, rawClient := rawConn(up), rawConn(client)
 	if path != nil && !isMPTCP(raw) {
 		// Its path going down ends it: an MPTCP tunnel goes on over its
 		// other subflows, a TCP one could only hang until TCP gives up.
@@ -137,12 +137,12 @@ func (s *Server) relay(ctx context.Context, client net.Conn, buffered *bufio.Rea
 	}
 	upDone := make(chan int64, 1)
 	go func() {
-		n, _ := io.Copy(raw, client)
+		n, _ := io.Copy(raw, rawClient)
 		closeWrite(raw)
 		upDone <- n
 	}()
-	received, _ := io.Copy(client, raw)
-	closeWrite(client)
+	received, _ := io.Copy(rawClient, raw)
+	closeWrite(rawClient)
 	// The server is done; a client that keeps its side open past the
 	// idle timeout is not waited for.
 	client.SetReadDeadline(time.Now().Add(cmp(s.IdleTimeout, DefaultIdleTimeout)))
@@ -202,7 +202,7 @@ func (s *Server) resetTunnelsOnDownPaths(m *intents.Manager) {
 	}
 	s.mu.Unlock()
 	for _, c := range ends {
-		if tc, ok := c.(*net.TCPConn); ok {
+		if tc, ok := rawConn(c).(*net.TCPConn); ok {
 			tc.SetLinger(0) // a reset, not an orderly end the client could take for the whole
 		}
 		c.Close() // the relay then closes the other end
@@ -212,11 +212,15 @@ func (s *Server) resetTunnelsOnDownPaths(m *intents.Manager) {
 	}
 }
 
-// rawConn is the socket under an intents.Conn, so that io.Copy between
-// it and a client's socket can splice.
+// rawConn is the socket under an intents.Conn or a limitConn, so that
+// io.Copy between a tunnel's two sockets can splice. Closing stays the
+// wrapper's (it gives back a place, or the Manager's accounting).
 func rawConn(c net.Conn) net.Conn {
-	if ic, ok := c.(*intents.Conn); ok {
-		return ic.Conn
+	switch w := c.(type) {
+	case *intents.Conn:
+		return w.Conn
+	case *limitConn:
+		return w.NetConn()
 	}
 	return c
 }

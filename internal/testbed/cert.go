@@ -69,6 +69,19 @@ func NewCA(addrs ...netip.Addr) (*CA, error) {
 	return &CA{Pool: pool, Cert: tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key}}, nil
 }
 
+// ServerPEM is the server certificate's chain and its private key, as PEM
+// (for a server configured by files: nginx).
+func (c *CA) ServerPEM() (chain, key []byte, err error) {
+	for _, der := range c.Cert.Certificate {
+		chain = append(chain, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	k, err := x509.MarshalPKCS8PrivateKey(c.Cert.PrivateKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	return chain, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: k}), nil
+}
+
 // WritePEM writes the CA's certificate as PEM to a file in dir, for a test
 // process in another namespace to trust (see ReadPool): its name.
 func (c *CA) WritePEM(dir string) (string, error) {

@@ -1,7 +1,6 @@
 package testbed
 
 import (
-	"crypto/x509"
 	"encoding/pem"
 	"fmt"
 	"net"
@@ -55,16 +54,12 @@ http {
 // is not used).
 func StartNginx(t testing.TB, tb *Testbed, dir string, host netip.Addr, ca *CA) {
 	t.Helper()
-	var chain []byte
-	for _, der := range ca.Cert.Certificate {
-		chain = append(chain, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
-	}
-	key, err := x509.MarshalPKCS8PrivateKey(ca.Cert.PrivateKey)
+	chain, key, err := ca.ServerPEM()
 	require.NoError(t, err)
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Cert.Certificate[len(ca.Cert.Certificate)-1]})
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "www"), 0o755))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "tmp"), 0o755))
-	for name, b := range map[string][]byte{"server.pem": chain, "server.key": pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}),
+	for name, b := range map[string][]byte{"server.pem": chain, "server.key": key,
 		"ca.pem": caPEM, "nginx.conf": fmt.Appendf(nil, nginxConf, dir, host)} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o600))
 	}
