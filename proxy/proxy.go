@@ -321,7 +321,7 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Header.Del("Intents")
 	pr.Out.Header.Add("Via", fmt.Sprintf("%d.%d %s", pr.In.ProtoMajor, pr.In.ProtoMinor, via))
 	pr.Out.RequestURI = ""
-	if s.PathHeader != "" {
+	if s.PathHeader != "" || s.debugging(pr.In.Context()) {
 		var path atomic.Pointer[string]
 		ctx := httptrace.WithClientTrace(pr.Out.Context(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
 			p, _ := intents.PathOf(i.Conn)
@@ -336,17 +336,29 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 // is noted, to modifyResponse.
 type pathKey struct{}
 
-// modifyResponse adds the path header to a forwarded response, if asked.
+// modifyResponse adds the path header to a forwarded response, if asked,
+// and logs the response with its path at debug level.
 func (s *Server) modifyResponse(resp *http.Response) error {
-	if s.PathHeader == "" || resp.Request == nil {
+	if resp.Request == nil {
 		return nil
 	}
-	if path, ok := resp.Request.Context().Value(pathKey{}).(*atomic.Pointer[string]); ok {
-		if p := path.Load(); p != nil {
-			resp.Header.Set(s.PathHeader, *p)
-		}
+	path, ok := resp.Request.Context().Value(pathKey{}).(*atomic.Pointer[string])
+	if !ok || path.Load() == nil {
+		return nil
+	}
+	if s.PathHeader != "" {
+		resp.Header.Set(s.PathHeader, *path.Load())
+	}
+	if ctx := resp.Request.Context(); s.debugging(ctx) {
+		s.Logger.Log(ctx, slog.LevelDebug, "proxy: request", "method", resp.Request.Method, "url", resp.Request.URL.String(),
+			"status", resp.StatusCode, "path", *path.Load())
 	}
 	return nil
+}
+
+// debugging reports whether the Logger takes debug lines.
+func (s *Server) debugging(ctx context.Context) bool {
+	return s.Logger != nil && s.Logger.Enabled(ctx, slog.LevelDebug)
 }
 
 // forwardError answers a forwarded request that failed before its

@@ -29,6 +29,7 @@ func TestProxyCommand(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
+	var logged strings.Builder
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, []string{"proxy", "-listen", "127.0.0.1:0=category=bulk", "-socks", "127.0.0.1:0", "-metrics", "127.0.0.1:0",
@@ -45,7 +46,11 @@ func TestProxyCommand(t *testing.T) {
 		}
 	}
 	require.Len(t, addrs, 3, "the listeners are logged")
-	go io.Copy(io.Discard, pr)
+	copied := make(chan struct{})
+	go func() {
+		io.Copy(&logged, pr)
+		close(copied)
+	}()
 
 	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: addrs[0]})}}
 	resp, err := c.Get(upstream.URL)
@@ -70,6 +75,8 @@ func TestProxyCommand(t *testing.T) {
 
 	cancel()
 	assert.Equal(t, 0, <-code)
+	<-copied
+	assert.Regexp(t, `proxy: request" method=GET url=http://127.0.0.1:\d+/ status=200 path=system`, logged.String(), "-v logs each request with its path")
 }
 
 func TestProxyCommandUsage(t *testing.T) {
