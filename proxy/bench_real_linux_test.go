@@ -62,7 +62,7 @@ http { access_log off; client_body_temp_path %[1]s/tmp; proxy_temp_path %[1]s/tm
 	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", filepath.Join(dir, "nginx.conf"))
+	cmd := pinned(bin, "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", filepath.Join(dir, "nginx.conf"))
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -82,6 +82,18 @@ http { access_log off; client_body_temp_path %[1]s/tmp; proxy_temp_path %[1]s/tm
 		}
 		time.Sleep(10 * time.Millisecond) // nginx gives no other sign of being ready
 	}
+}
+
+// pinned is name with args, on the CPUs INTENTS_BENCH_CPUS lists (taskset's
+// syntax) if it is set: with the benchmark itself pinned elsewhere
+// (taskset -c 1 go test ...), the proxy has a core of its own and curl
+// and nginx share the other, so what the proxy costs the transfer shows
+// apart from what it takes from their CPU.
+func pinned(name string, args ...string) *exec.Cmd {
+	if cpus := os.Getenv("INTENTS_BENCH_CPUS"); cpus != "" {
+		return exec.Command("taskset", append([]string{"-c", cpus, name}, args...)...)
+	}
+	return exec.Command(name, args...)
 }
 
 // BenchmarkProxyCurlNginx downloads an object (1 GB; INTENTS_BENCH_SIZE
@@ -136,7 +148,7 @@ func BenchmarkProxyCurlNginx(b *testing.B) {
 			if w.proxy != "" {
 				args = append(args, "-x", w.proxy)
 			}
-			out, err := exec.Command("curl", append(args, w.url)...).Output()
+			out, err := pinned("curl", append(args, w.url)...).Output()
 			if err != nil {
 				b.Fatalf("%s: %v", w.name, err)
 			}
