@@ -30,7 +30,7 @@ type scheduler struct {
 // waiter is one request asking the pool for a connection, as net/http's
 // wantConn: it gets exactly one grant, or its context ends first.
 type waiter struct {
-	connRequest // its in changes as the origin's size is learnt (see decideOnce)
+	connRequest // its in changes as the origin's size is learnt (see scheduler.decideOnce)
 	ctx         context.Context
 	skip        []*Path    // the paths its dials failed on
 	ch          chan grant // queued waiters only; buffered 1: a grant is handed over without blocking
@@ -49,12 +49,12 @@ type waiter struct {
 	waitedOut bool
 	// wantsPath is the path its policy last wanted a new connection on
 	// when the destination had none there and no room: it is served before
-	// the queue when a connection goes idle (see servePass).
+	// the queue when a connection goes idle (see scheduler.servePass).
 	wantsPath *Path
 	decided   bool    // the policy was asked at least once
 	permitted []*Path // by its last decision
 	// heldSince is when a new connection was first held back for w until
-	// its origin's sizes are known (see holdsForSizes); holdTimer ends
+	// its origin's sizes are known (see scheduler.holdsForSizes); holdTimer ends
 	// the hold.
 	heldSince time.Time
 	holdTimer *time.Timer

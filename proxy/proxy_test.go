@@ -380,6 +380,25 @@ func TestSOCKS5(t *testing.T) {
 	body, err = fetch(authed, &xproxy.Auth{User: "u", Password: "secret"})
 	require.NoError(t, err)
 	assert.Equal(t, object, body)
+
+	// A client outside the allow-list is refused without a chance to try
+	// passwords.
+	far := newTestProxy(t, intents.Intents{}, func(s *Server) {
+		s.ConnectPorts = []uint16{uint16(portNum)}
+		s.User, s.Password = "u", "secret"
+		s.Allow = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	})
+	_, err = fetch(far, &xproxy.Auth{User: "u", Password: "guess"})
+	assert.ErrorContains(t, err, "not allowed", "refused before any password is looked at")
+}
+
+// Path names become label values the text format can carry.
+func TestMetricsLabels(t *testing.T) {
+	st := newStats()
+	st.tunnel("we\"ird\n", 1, 2)
+	var b bytes.Buffer
+	st.set.WritePrometheus(&b)
+	assert.Contains(t, b.String(), `intents_proxy_tunnels_total{path="we_ird_"} 1`)
 }
 
 // A client that sends its headers a byte at a time is cut at the

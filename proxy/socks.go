@@ -51,6 +51,7 @@ func (s *Server) ServeSOCKS(l net.Listener, in intents.Intents) error {
 		return ErrServerClosed
 	}
 	l = newLimitListener(l, cmp(s.MaxClients, DefaultMaxClients))
+	var backoff time.Duration
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -60,12 +61,21 @@ func (s *Server) ServeSOCKS(l net.Listener, in intents.Intents) error {
 			if closed {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return err
 			}
-			return err
+			// Out of descriptors, say: as net/http's Serve does, wait a
+			// little longer each time and accept again.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-s.done:
+				t.Stop()
+			}
+			continue
 		}
+		backoff = 0
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -149,8 +159,11 @@ func (s *Server) socksHandshake(c net.Conn, br *bufio.Reader) (socksRequest, byt
 	if _, err := io.ReadFull(br, methods); err != nil {
 		return req, 0, err
 	}
+	// A client that is not allowed is told so after its request, without
+	// authenticating: it gets no chance to try passwords.
+	allowed := s.allowed(c.RemoteAddr().String())
 	want := byte(socksNoAuth)
-	if s.User != "" {
+	if s.User != "" && allowed {
 		want = socksUserPass
 	}
 	if !slices.Contains(methods, want) {
@@ -207,7 +220,7 @@ func (s *Server) socksHandshake(c net.Conn, br *bufio.Reader) (socksRequest, byt
 	if h[1] != socksConnect {
 		return req, socksBadCommand, fmt.Errorf("command %d not supported (CONNECT only)", h[1])
 	}
-	if !s.allowed(c.RemoteAddr().String()) {
+	if !allowed {
 		return req, socksNotAllowed, errors.New("client not allowed")
 	}
 	return req, 0, nil

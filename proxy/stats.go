@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strings"
+	"unicode"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/sockintents/intents"
@@ -20,7 +22,19 @@ type stats struct {
 func newStats() *stats { return &stats{set: metrics.NewSet()} }
 
 func (st *stats) counter(name, path string) *metrics.Counter {
-	return st.set.GetOrCreateCounter(fmt.Sprintf(`%s{path=%q}`, name, path))
+	return st.set.GetOrCreateCounter(fmt.Sprintf(`%s{path="%s"}`, name, label(path)))
+}
+
+// label is name as a label value: an interface name may hold bytes the
+// text format would have to escape, and the metrics set takes no name it
+// cannot parse; those become '_'.
+func label(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '"' || r == '\\' || !unicode.IsPrint(r) {
+			return '_'
+		}
+		return r
+	}, name)
 }
 
 // request counts a request forwarded (its path is the Transport's to
@@ -67,12 +81,12 @@ func (s *Server) Metrics(w io.Writer) {
 	sort.Strings(names)
 	for _, name := range names {
 		st := byPath[name]
-		label := name
-		if label == "" {
-			label = "system"
+		path := name
+		if path == "" {
+			path = "system"
 		}
-		metrics.WriteCounterUint64(w, fmt.Sprintf(`intents_proxy_requests_total{path=%q}`, label), uint64(st.Requests))
-		metrics.WriteCounterUint64(w, fmt.Sprintf(`intents_proxy_response_bytes_total{path=%q}`, label), uint64(st.BytesReceived))
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`intents_proxy_requests_total{path="%s"}`, label(path)), uint64(st.Requests))
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`intents_proxy_response_bytes_total{path="%s"}`, label(path)), uint64(st.BytesReceived))
 	}
 }
 
