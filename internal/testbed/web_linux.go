@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -69,6 +70,7 @@ type RequestLog struct {
 	Remote, Local     netip.AddrPort
 	Proto             string
 	Range             string
+	Via               string // the proxies it came through, if any
 	Status            int
 	Bytes             int64 // body bytes written
 }
@@ -136,13 +138,13 @@ func (w *WebServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	h, ok := w.hosts[strings.ToLower(host)]
 	w.mu.Unlock()
 	if !ok {
-		h = http.HandlerFunc(serveObject)
+		h = http.HandlerFunc(serveDefault)
 	}
 	cw := &countingWriter{ResponseWriter: rw, status: http.StatusOK}
 	h.ServeHTTP(cw, r)
 	remote, _ := netip.ParseAddrPort(r.RemoteAddr)
 	rl := RequestLog{Host: r.Host, Method: r.Method, URI: r.RequestURI, Remote: remote, Proto: r.Proto,
-		Range: r.Header.Get("Range"), Status: cw.status, Bytes: cw.n}
+		Range: r.Header.Get("Range"), Via: r.Header.Get("Via"), Status: cw.status, Bytes: cw.n}
 	w.mu.Lock()
 	if c, ok := r.Context().Value(connKey{}).(*ConnLog); ok {
 		rl.Local = c.Local
@@ -176,6 +178,33 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 var objectTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// serveDefault serves a host without a handler of its own: pages
+// (/page/…, see servePage) and objects (/obj…, see serveObject).
+func serveDefault(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/page/") {
+		servePage(w, r)
+		return
+	}
+	serveObject(w, r)
+}
+
+// servePage serves /page/NxSIZE: an HTML page whose N images are objects
+// of SIZE bytes (/obj/SIZE?o=I) on the same host, for a browser to find
+// as it parses the page.
+func servePage(w http.ResponseWriter, r *http.Request) {
+	var n, size int64
+	if _, err := fmt.Sscanf(strings.TrimPrefix(r.URL.Path, "/page/"), "%dx%d", &n, &size); err != nil || n < 0 || n > 1000 || size < 0 {
+		http.Error(w, "want /page/NxSIZE", http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	fmt.Fprintf(w, "<!DOCTYPE html>\n<html><head><title>%dx%d</title></head><body>\n", n, size)
+	for i := range n {
+		fmt.Fprintf(w, "<img src=\"/obj/%d?o=%d\" alt=\"\">\n", size, i)
+	}
+	fmt.Fprint(w, "</body></html>\n")
+}
 
 // serveObject serves /obj?size=N or /obj/N (and ?delay=DURATION).
 func serveObject(w http.ResponseWriter, r *http.Request) {
