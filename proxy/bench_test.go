@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sockintents/intents"
+	"github.com/sockintents/intents/internal/testbed"
 	"github.com/sockintents/intents/policy"
 )
 
@@ -61,6 +62,17 @@ func sink() http.Handler {
 	})
 }
 
+// freeLoopbackAddr is a loopback address with a port free now, for a
+// server of another process to take.
+func freeLoopbackAddr(b *testing.B) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
 // startTinyproxy runs tinyproxy (Debian's) on loopback, tunnelling to
 // connectPort, for the benchmarks to set this proxy beside one users run;
 // "" if it is not installed.
@@ -70,41 +82,26 @@ func startTinyproxy(b *testing.B, connectPort int) string {
 		b.Log("no tinyproxy (apt-get install tinyproxy): not compared")
 		return ""
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	addr := l.Addr().String()
+	addr := freeLoopbackAddr(b)
 	_, port, _ := net.SplitHostPort(addr)
-	l.Close() // tinyproxy takes the port
 	conf := filepath.Join(b.TempDir(), "tinyproxy.conf")
 	text := fmt.Sprintf("Port %s\nListen 127.0.0.1\nTimeout 600\nMaxClients 1000\nAllow 127.0.0.1\nConnectPort %d\nLogLevel Critical\n", port, connectPort)
 	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-d", "-c", conf)
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	for i := 0; ; i++ {
+	testbed.StartDaemon(b, exec.Command(bin, "-d", "-c", conf), func() error {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			return addr
 		}
-		if i == 100 {
-			b.Fatalf("tinyproxy does not accept: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond) // it gives no other sign of being ready
-	}
+		return err
+	}, os.Kill)
+	return addr
 }
 
 // BenchmarkProxyDownload downloads an object (1 GB; INTENTS_BENCH_SIZE
-// bytes if set) over loopback four ways in each iteration, in turns:
+// bytes if set) over loopback four ways, one after the other in each
+// iteration:
 // plain HTTP direct and through the proxy (forwarded by its Transport),
 // HTTPS direct and through a CONNECT tunnel. It reports each way's
 // goodput, the proxied ones as a fraction of the direct one's, and the
@@ -180,7 +177,7 @@ func BenchmarkProxyDownload(b *testing.B) {
 }
 
 // BenchmarkProxySmallGET fetches a 100-byte object over a kept-alive
-// connection, direct and through the proxy in turns, and reports the
+// connection, direct and through the proxy alternately, and reports the
 // median time each and the median added by the proxy.
 func BenchmarkProxySmallGET(b *testing.B) {
 	upstream := httptest.NewServer(sink())

@@ -13,6 +13,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/base64"
@@ -137,9 +138,9 @@ func (s *Server) Serve(l net.Listener, in intents.Intents) error {
 	s.init()
 	hs := &http.Server{
 		Handler:           s,
-		MaxHeaderBytes:    cmp(s.MaxHeaderBytes, DefaultMaxHeaderBytes),
-		ReadHeaderTimeout: cmp(s.ReadHeaderTimeout, DefaultReadHeaderTimeout),
-		IdleTimeout:       cmp(s.IdleTimeout, DefaultIdleTimeout),
+		MaxHeaderBytes:    orDefault(s.MaxHeaderBytes, DefaultMaxHeaderBytes),
+		ReadHeaderTimeout: orDefault(s.ReadHeaderTimeout, DefaultReadHeaderTimeout),
+		IdleTimeout:       orDefault(s.IdleTimeout, DefaultIdleTimeout),
 		BaseContext: func(net.Listener) context.Context {
 			return context.WithValue(context.Background(), listenerIntentsKey{}, in)
 		},
@@ -148,7 +149,7 @@ func (s *Server) Serve(l net.Listener, in intents.Intents) error {
 	if !s.addListener(l, hs) {
 		return ErrServerClosed
 	}
-	err := hs.Serve(newLimitListener(l, cmp(s.MaxClients, DefaultMaxClients)))
+	err := hs.Serve(newLimitListener(l, orDefault(s.MaxClients, DefaultMaxClients)))
 	if errors.Is(err, http.ErrServerClosed) {
 		return ErrServerClosed
 	}
@@ -506,9 +507,5 @@ func slogErrorLog(l *slog.Logger) *log.Logger {
 	return slog.NewLogLogger(l.Handler(), slog.LevelInfo)
 }
 
-func cmp[T int | time.Duration](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
-}
+// orDefault is v, or def where v is zero or less (a setting left unset).
+func orDefault[T int | time.Duration](v, def T) T { return cmp.Or(max(v, 0), def) }

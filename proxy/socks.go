@@ -50,7 +50,7 @@ func (s *Server) ServeSOCKS(l net.Listener, in intents.Intents) error {
 	if !s.addListener(l, nil) {
 		return ErrServerClosed
 	}
-	l = newLimitListener(l, cmp(s.MaxClients, DefaultMaxClients))
+	l = newLimitListener(l, orDefault(s.MaxClients, DefaultMaxClients))
 	var backoff time.Duration
 	for {
 		c, err := l.Accept()
@@ -105,7 +105,7 @@ type socksRequest struct {
 // serveSOCKS serves one SOCKS5 client.
 func (s *Server) serveSOCKS(c net.Conn, in intents.Intents) {
 	ctx := context.Background()
-	c.SetDeadline(time.Now().Add(cmp(s.ReadHeaderTimeout, DefaultReadHeaderTimeout)))
+	c.SetDeadline(time.Now().Add(orDefault(s.ReadHeaderTimeout, DefaultReadHeaderTimeout)))
 	br := bufio.NewReaderSize(c, 512)
 	req, code, err := s.socksHandshake(c, br)
 	if err != nil {

@@ -76,7 +76,7 @@ func (s *Server) dialTunnel(ctx context.Context, host string, port uint16, in in
 	if in.SizeToBeReceived == 0 {
 		in.SizeToBeReceived = s.sizes.predict(host)
 	}
-	ctx, cancel := context.WithTimeout(intents.WithIntents(ctx, in), cmp(s.DialTimeout, DefaultDialTimeout))
+	ctx, cancel := context.WithTimeout(intents.WithIntents(ctx, in), orDefault(s.DialTimeout, DefaultDialTimeout))
 	defer cancel()
 	c, err := s.Dialer.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(int(port))))
 	if err != nil {
@@ -145,7 +145,7 @@ func (s *Server) relay(ctx context.Context, client net.Conn, buffered *bufio.Rea
 	closeWrite(rawClient)
 	// The server is done; a client that keeps its side open past the
 	// idle timeout is not waited for.
-	client.SetReadDeadline(time.Now().Add(cmp(s.IdleTimeout, DefaultIdleTimeout)))
+	client.SetReadDeadline(time.Now().Add(orDefault(s.IdleTimeout, DefaultIdleTimeout)))
 	sent += <-upDone
 	s.sizes.learn(host, received)
 	s.stats.tunnel(pathName(path), sent, received)
@@ -245,7 +245,7 @@ func pathName(p *intents.Path) string {
 func (s *Server) takeTunnel() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.tunnels >= cmp(s.MaxTunnels, DefaultMaxTunnels) {
+	if s.closed || s.tunnels >= orDefault(s.MaxTunnels, DefaultMaxTunnels) {
 		return false
 	}
 	s.tunnels++

@@ -15,7 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// nginxConf is nginx's configuration: %[1]s its folder, %[2]s its address.
+// nginxConf is nginx's configuration: %[1]s its folder, %[2]s and %[3]s its
+// plain and TLS addresses (host:port).
 const nginxConf = `
 user root;
 worker_processes 1;
@@ -34,9 +35,10 @@ http {
 	keepalive_requests 5;
 	keepalive_timeout 1s;
 	default_type application/octet-stream;
+	sendfile on;
 	server {
-		listen %[2]s:80;
-		listen %[2]s:443 ssl http2;
+		listen %[2]s;
+		listen %[3]s ssl http2;
 		ssl_certificate %[1]s/server.pem;
 		ssl_certificate_key %[1]s/server.key;
 		root %[1]s/www;
@@ -46,13 +48,22 @@ http {
 
 // StartNginx starts nginx inside tb's server namespace, serving the files
 // in dir/www on host, port 80 (HTTP/1.1) and 443 (HTTP/1.1 and HTTP/2 over
-// TLS, with a certificate of ca, whose certificate it writes to
-// dir/ca.pem). Its access log, dir/access.log, has a line a request:
-// client address, server address, connection, the connection's request
-// count, protocol, status, URI. keepalive_requests 5, keepalive_timeout
-// 1s. It stops when t ends. Needs nginx (an installed binary; its service
-// is not used).
+// TLS): see RunNginx.
 func StartNginx(t testing.TB, tb *Testbed, dir string, host netip.Addr, ca *CA) {
+	t.Helper()
+	RunNginx(t, tb.Server, dir, net.JoinHostPort(host.String(), "80"), net.JoinHostPort(host.String(), "443"), ca)
+}
+
+// RunNginx starts nginx inside n (nil: this process's namespace), serving
+// the files in dir/www on plain (HTTP/1.1) and secure (HTTP/1.1 and HTTP/2
+// over TLS, with a certificate of ca, whose certificate it writes to
+// dir/ca.pem), both host:port, with sendfile. Its access log,
+// dir/access.log, has a line a request: client address, server address,
+// connection, the connection's request count, protocol, status, URI.
+// keepalive_requests 5, keepalive_timeout 1s. It runs under wrap, if
+// given (taskset -c 0, say). It stops, gracefully (the log finished), when
+// t ends. Needs nginx (an installed binary; its service is not used).
+func RunNginx(t testing.TB, n *Netns, dir, plain, secure string, ca *CA, wrap ...string) {
 	t.Helper()
 	chain, key, err := ca.ServerPEM()
 	require.NoError(t, err)
@@ -60,41 +71,28 @@ func StartNginx(t testing.TB, tb *Testbed, dir string, host netip.Addr, ca *CA) 
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "www"), 0o755))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "tmp"), 0o755))
 	for name, b := range map[string][]byte{"server.pem": chain, "server.key": key,
-		"ca.pem": caPEM, "nginx.conf": fmt.Appendf(nil, nginxConf, dir, host)} {
+		"ca.pem": caPEM, "nginx.conf": fmt.Appendf(nil, nginxConf, dir, plain, secure)} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o600))
 	}
-	cmd := exec.Command("ip", "netns", "exec", tb.Server.Name, "nginx", "-p", dir, "-e", filepath.Join(dir, "error.log"),
-		"-c", filepath.Join(dir, "nginx.conf"))
-	out, err := os.Create(filepath.Join(dir, "nginx.out"))
-	require.NoError(t, err)
-	cmd.Stdout, cmd.Stderr = out, out
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGQUIT) // graceful: finishes the log
-		<-exited
-		out.Close()
-	})
-	// Ready when its port accepts, seen from the server namespace.
-	for attempt := 0; ; attempt++ {
-		var c net.Conn
-		err := tb.Server.Do(func() error {
-			var err error
-			c, err = net.DialTimeout("tcp", net.JoinHostPort(host.String(), "80"), time.Second)
-			return err
-		})
-		if err == nil {
-			c.Close()
-			return
-		}
-		select {
-		case err := <-exited:
-			log, _ := os.ReadFile(filepath.Join(dir, "nginx.out"))
-			elog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-			t.Fatalf("nginx exited: %v\n%s\n%s", err, log, elog)
-		case <-time.After(time.Duration(attempt+1) * 20 * time.Millisecond):
-		}
-		require.Less(t, attempt, 50, "nginx does not accept connections: %v", err)
+	bin := "nginx"
+	if _, err := exec.LookPath(bin); err != nil {
+		bin = "/usr/sbin/nginx" // root's PATH may lack sbin
 	}
+	args := append(wrap, bin, "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", filepath.Join(dir, "nginx.conf"))
+	if n != nil {
+		args = append([]string{"ip", "netns", "exec", n.Name}, args...)
+	}
+	StartDaemon(t, exec.Command(args[0], args[1:]...), func() error {
+		dial := func() error {
+			c, err := net.DialTimeout("tcp", plain, time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		}
+		if n == nil {
+			return dial()
+		}
+		return n.Do(dial) // seen from its namespace
+	}, syscall.SIGQUIT)
 }
