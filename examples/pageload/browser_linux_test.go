@@ -2,128 +2,189 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"net"
-	"os"
+	"net/http"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sockintents/intents"
+	"github.com/sockintents/intents/internal/pageload"
 	"github.com/sockintents/intents/internal/testbed"
-	"github.com/sockintents/intents/policy"
-	"github.com/sockintents/intents/proxy"
 )
 
-// browserPage is the smoke test's page: a root and eight images of
-// 20 kB, each found by the browser as it parses the root.
-const browserPage = "/page/8x20000"
-
-// TestNetnsBrowser loads a page in headless Chromium through the proxy,
-// in the client namespace, with the proxy's listener requiring path 1,
-// then path 2, then leaving the choice to EAF. The web server's log must
-// show the root and its eight objects, each through the proxy (its Via:
-// a browser that went around the proxy fails the test) and, where a path
-// was required, from that path's address.
-func TestNetnsBrowser(t *testing.T) {
+func requireChromium(t *testing.T) {
+	t.Helper()
 	testbed.RequireRoot(t)
 	if _, err := exec.LookPath("chromium"); err != nil {
 		t.Skip("needs chromium (apt-get install chromium; .ci/run installs it)")
 	}
-	tb := testbed.New(t, testbed.Spec{Paths: []testbed.PathSpec{testbed.Symmetric(10*time.Millisecond, 40e6), testbed.Symmetric(10*time.Millisecond, 40e6)}})
+}
+
+// browserTestbed is a testbed of two 40 Mbit/s, 10 ms paths and three
+// servers, serving pages as a Site, with an isolated namespace for the
+// browser: the config a client needs for browser contenders.
+// Each request's times are in the returned log.
+func browserTestbed(t *testing.T, pages ...pageload.Workload) (*testbed.Testbed, *testbed.WebServer, config, *timeLog) {
+	tb := testbed.New(t, testbed.Spec{Servers: 3, MPTCP: &testbed.MPTCPSpec{},
+		Paths: []testbed.PathSpec{testbed.Symmetric(10*time.Millisecond, 40e6), testbed.Symmetric(10*time.Millisecond, 40e6)}})
 	web, err := tb.StartWeb(testbed.WebOptions{})
 	require.NoError(t, err)
-	for _, kase := range []string{"require=p1", "require=p2", "eaf"} {
-		t.Run(kase, func(t *testing.T) {
-			before := len(web.Requests())
-			testbed.RunTest(t, tb.Client, "TestNetnsBrowserChild", kase)
-			seen := web.Requests()[before:]
-			var objects int
-			for _, r := range seen {
-				assert.Contains(t, r.Via, "intents-proxy", "%s came through the proxy", r.URI)
-				switch kase {
-				case "require=p1":
-					assert.Equal(t, "10.71.1.1", r.Remote.Addr().String(), r.URI)
-				case "require=p2":
-					assert.Equal(t, "10.71.2.1", r.Remote.Addr().String(), r.URI)
+	times := &timeLog{h: &pageload.Site{Pages: pages, Host: serverHost}, at: map[string][2]time.Time{}}
+	web.HandlePath(pageload.SitePrefix, times)
+	iso, err := tb.AddIsolated()
+	require.NoError(t, err)
+	spki, err := spkiHash(web.CA.Cert.Certificate[0])
+	require.NoError(t, err)
+	return tb, web, config{Workloads: pages, Browser: browserSetup{Netns: iso.Name, Addr: iso.Addr, Gateway: iso.Gateway, SPKI: spki}}, times
+}
+
+// timeLog serves with h and keeps when each request (by URI) arrived
+// and when its response was written.
+type timeLog struct {
+	h  http.Handler
+	mu sync.Mutex
+	at map[string][2]time.Time
+}
+
+func (l *timeLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	l.h.ServeHTTP(w, r)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.at[r.URL.RequestURI()] = [2]time.Time{start, time.Now()}
+}
+
+func (l *timeLog) times(uri string) [2]time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.at[uri]
+}
+
+// waitingPage has objects of every type on three hosts, some waiting for
+// two others: a quick script (2) whose child (3) also waits for a large
+// image (1), and an image (3) that is a parent, so served as a script.
+var waitingPage = pageload.Workload{Name: "waiting", Objects: []pageload.Object{
+	{Size: 10_000},
+	{Host: 1, Size: 300_000, Deps: []int{0}, Type: pageload.TypeImage},
+	{Size: 1_000, Deps: []int{0}, Type: pageload.TypeScript},
+	{Host: 2, Size: 5_000, Deps: []int{1, 2}, Type: pageload.TypeImage},
+	{Host: 1, Size: 2_000, Deps: []int{0}, Type: pageload.TypeStylesheet},
+	{Host: 2, Size: 20_000, Deps: []int{3}, Type: pageload.TypeScript},
+	{Size: 10_000, Deps: []int{4, 5}},
+}}
+
+// TestNetnsBrowser loads a page of three hosts whose objects wait for
+// others (waitingPage) with each browser contender, Chromium in its isolated namespace and the proxy in the
+// client namespace. The servers' log must show every object once, over
+// plain HTTP each with the proxy's Via and over HTTPS as HTTP/2, and,
+// where a path was required, from that path; round robin uses both. No
+// object is asked for before every object it waits for was answered.
+func TestNetnsBrowser(t *testing.T) {
+	requireChromium(t)
+	tb, web, cfg, times := browserTestbed(t, waitingPage)
+	for _, key := range []string{"browser-path1", "browser-path2", "browser-twin", "browser-rr", "browser-eaf",
+		"browser-tls-path1", "browser-tls-path2", "browser-tls-eaf", "browser-tls-mptcp"} {
+		t.Run(key, func(t *testing.T) {
+			cfg := cfg
+			cfg.Contenders = []string{key}
+			arg, err := json.Marshal(cfg)
+			require.NoError(t, err)
+			testbed.RunTest(t, tb.Client, "TestNetnsBrowserChild", string(arg))
+			recs := []record{{Contender: key, Load: key}}
+			browserLoads(recs, web.Requests())
+			assert.Empty(t, recs[0].Failed)
+			var seen []string
+			for _, r := range web.Requests() {
+				if !strings.Contains(r.URI, "load="+key) || strings.Contains(r.URI, key+"x") {
+					continue
 				}
-				if strings.HasPrefix(r.URI, "/obj/20000") {
-					objects++
+				seen = append(seen, strings.SplitN(r.URI, "?", 2)[0])
+				if strings.HasPrefix(key, "browser-tls-") {
+					assert.Equal(t, "HTTP/2.0", r.Proto, r.URI)
+				} else {
+					assert.Contains(t, r.Via, "intents-proxy", "%s came through the proxy", r.URI)
 				}
 			}
-			assert.Equal(t, 8, objects, "the page's objects")
+			var want []string
+			for i := range waitingPage.Objects {
+				want = append(want, fmt.Sprintf("/site/0/%d", i))
+			}
+			assert.ElementsMatch(t, want, seen, "every object once")
+			for j, o := range waitingPage.Objects {
+				asked := times.times(fmt.Sprintf("/site/0/%d?load=%s", j, key))[0]
+				for _, d := range o.Deps {
+					answered := times.times(fmt.Sprintf("/site/0/%d?load=%s", d, key))[1]
+					assert.True(t, asked.After(answered), "object %d asked for %v after object %d, its dependency, was answered", j, asked.Sub(answered), d)
+				}
+			}
+			switch {
+			case strings.HasSuffix(key, "path1"), key == "browser-twin":
+				assert.Equal(t, map[string]int{"p1": len(want)}, recs[0].Paths)
+			case strings.HasSuffix(key, "path2"):
+				assert.Equal(t, map[string]int{"p2": len(want)}, recs[0].Paths)
+			case key == "browser-rr":
+				assert.Len(t, recs[0].Paths, 2, "both paths: %v", recs[0].Paths)
+			}
 		})
 	}
 }
 
+// TestNetnsBrowserChild loads the page once with its contender, tagged
+// with the contender's key.
 func TestNetnsBrowserChild(t *testing.T) {
-	kase := testbed.ChildArg(t, "TestNetnsBrowser")
-	m, err := intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}}, Policy: &policy.EAF{}, NoWatch: true})
-	require.NoError(t, err)
-	defer m.Close()
-	var in intents.Intents
-	if kase != "eaf" {
-		in, err = intents.ParseIntents(kase)
-		require.NoError(t, err)
-	}
-	s := &proxy.Server{Transport: &intents.Transport{Manager: m}, Dialer: &intents.Dialer{Manager: m}}
-	defer s.Transport.CloseIdleConnections()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(l, in) }()
+	var cfg config
+	require.NoError(t, json.Unmarshal([]byte(testbed.ChildArg(t, "TestNetnsBrowser")), &cfg))
+	c := newContender(cfg.Contenders[0], cfg)
 	defer func() {
-		s.Close()
-		assert.ErrorIs(t, <-served, proxy.ErrServerClosed)
+		c.close()
+		c.rt.(interface{ Close() error }).Close()
+		c.m.Close()
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	plt, err := browserLoad(ctx, l.Addr().String(), "http://10.71.100.1"+browserPage)
+	res, err := browserLoad(ctx, c, &pageload.Site{Pages: cfg.Workloads, Host: serverHost}, 0, c.key)
 	require.NoError(t, err)
-	assert.Positive(t, plt)
-	t.Logf("%s: the page loaded in %v by the browser's clock", kase, plt.Round(time.Millisecond))
+	assert.Positive(t, res.PLT)
+	t.Logf("the page loaded in %v by the browser's clock", res.PLT.Round(time.Millisecond))
 }
 
-// browserLoad loads url in a new headless Chromium whose only way to the
-// servers is the proxy at proxyAddr: a fresh profile (no cache, no
-// cookies) each time, as a first visit. It returns the page's load time
-// by the browser's own clock (Navigation Timing: loadEventEnd −
-// navigationStart). Chromium runs without its sandbox: the page loader
-// runs as root in its namespace, where the sandbox cannot start.
-func browserLoad(ctx context.Context, proxyAddr, url string) (time.Duration, error) {
-	profile, err := os.MkdirTemp("", "intents-browser-")
-	if err != nil {
-		return 0, err
+// TestNetnsBrowserHasNoRouteButTheProxy loads a page with no proxy set
+// in the browser's isolated namespace: the load fails and no request
+// reaches a server. With a proxy, the same browser loads it.
+func TestNetnsBrowserHasNoRouteButTheProxy(t *testing.T) {
+	requireChromium(t)
+	tb, web, cfg, _ := browserTestbed(t, pageload.Uniform(2, 1000, 1))
+	arg, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	testbed.RunTest(t, tb.Client, "TestNetnsBrowserHasNoRouteButTheProxyChild", string(arg))
+	for _, r := range web.Requests() {
+		assert.NotContains(t, r.URI, "load=direct", "a request went around the proxy")
 	}
-	defer os.RemoveAll(profile)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.NoSandbox,
-		chromedp.UserDataDir(profile),
-		chromedp.ProxyServer("http://"+proxyAddr),
-		// Nothing bypasses the proxy, loopback included.
-		chromedp.Flag("proxy-bypass-list", "<-loopback>"),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disk-cache-size", "1"),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancel := chromedp.NewContext(actx)
+}
+
+func TestNetnsBrowserHasNoRouteButTheProxyChild(t *testing.T) {
+	var cfg config
+	require.NoError(t, json.Unmarshal([]byte(testbed.ChildArg(t, "TestNetnsBrowserHasNoRouteButTheProxy")), &cfg))
+	site := &pageload.Site{Pages: cfg.Workloads, Host: serverHost}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := chromedp.Do(bctx, chromedp.Navigate(url)); err != nil {
-		return 0, fmt.Errorf("browser: %s: %w", url, err)
-	}
-	// Navigate returns at the load event; loadEventEnd is set once its
-	// handlers have run.
-	ms, err := chromedp.Run(bctx, chromedp.Poll[float64](
-		`performance.timing.loadEventEnd > 0 && performance.timing.loadEventEnd - performance.timing.navigationStart`,
-		chromedp.WithPollingInterval(5*time.Millisecond)))
-	if err != nil {
-		return 0, fmt.Errorf("browser: %s: %w", url, err)
-	}
-	return time.Duration(ms * float64(time.Millisecond)), nil
+	b := browser{Netns: cfg.Browser.Netns}
+	_, err := b.load(ctx, site.URL("http", 0, 0, "direct"))
+	require.Error(t, err, "a browser with no proxy reached the server")
+	t.Logf("without the proxy: %v", err)
+	c := newContender("browser-eaf", cfg)
+	defer func() {
+		c.close()
+		c.rt.(interface{ Close() error }).Close()
+		c.m.Close()
+	}()
+	res, err := browserLoad(ctx, c, site, 0, "proxied")
+	require.NoError(t, err)
+	assert.Positive(t, res.PLT)
 }

@@ -78,10 +78,62 @@ var (
 		"proxy-path1": "path 1 (via the proxy)",
 		"proxy-path2": "path 2 (via the proxy)",
 		"proxy-eaf":   "EAF (via the proxy)",
+		// Headless Chromium through the proxy (a new browser, profile and
+		// proxy each load), loading the pages as HTML (see pageload.Site)
+		// over plain HTTP, where the proxy places each request, or over
+		// HTTPS (HTTP/2 where the browser may), where it places each
+		// tunnel, with its listener's intents as above.
+		"browser-path1": "path 1 (Chromium via the proxy)",
+		"browser-path2": "path 2 (Chromium via the proxy)",
+		// Path 1 again: a copy of a baseline, measured as a contender of
+		// its own, which every rule must pass.
+		"browser-twin":      "path 1 again (Chromium, a twin)",
+		"browser-rr":        "round robin (Chromium via the proxy)",
+		"browser-eaf":       "EAF (Chromium via the proxy)",
+		"browser-tls-path1": "path 1 (Chromium, HTTPS tunnels)",
+		"browser-tls-path2": "path 2 (Chromium, HTTPS tunnels)",
+		"browser-tls-eaf":   "EAF (Chromium, HTTPS tunnels)",
+		"browser-tls-mptcp": "EAF, MPTCP tunnels (Chromium, HTTPS)",
 	}
 	defaultContenders = []string{"path1", "path2", "rr", "eaf", "eaf-hints", "eaf-mptcp", "mptcp"}
 	baselines         = []string{"path1", "path2"}
+	// browserContenders are -browser's: Chromium's contenders, a twin of
+	// its path 1 (the rules' own noise), and the Go client's on the same
+	// cells.
+	browserContenders = []string{"path1", "path2", "eaf", "browser-path1", "browser-path2", "browser-twin", "browser-rr", "browser-eaf",
+		"browser-tls-path1", "browser-tls-path2", "browser-tls-eaf", "browser-tls-mptcp"}
 )
+
+// browserKinds say how each browser contender's proxy is set: the path
+// its listener requires (none: its policy, EAF or round robin, decides),
+// whether the pages come over HTTPS, and whether its tunnels are MPTCP.
+var browserKinds = map[string]struct {
+	require                  string
+	roundRobin, https, mptcp bool
+}{
+	"browser-path1":     {require: "p1"},
+	"browser-path2":     {require: "p2"},
+	"browser-twin":      {require: "p1"},
+	"browser-rr":        {roundRobin: true},
+	"browser-eaf":       {},
+	"browser-tls-path1": {require: "p1", https: true},
+	"browser-tls-path2": {require: "p2", https: true},
+	"browser-tls-eaf":   {https: true},
+	"browser-tls-mptcp": {https: true, mptcp: true},
+}
+
+// singlesOf are the single paths contender c is set against: a
+// browser's over the same protocol for a browser contender, net/http's
+// for the others.
+func singlesOf(c string) []string {
+	switch {
+	case strings.HasPrefix(c, "browser-tls-"):
+		return []string{"browser-tls-path1", "browser-tls-path2"}
+	case isBrowser(c):
+		return []string{"browser-path1", "browser-path2"}
+	}
+	return baselines
+}
 
 func contenderKeys() []string {
 	keys := make([]string, 0, len(contenderNames))
@@ -109,7 +161,9 @@ type contender struct {
 	// pathHeader names the response header that tells an object's path
 	// (a proxy's), if the client's connection does not.
 	pathHeader string
-	close      func() // ends what it opened, if set
+	// browser, if set, loads the pages: Chromium through a proxy.
+	browser *browser
+	close   func() // ends what it opened, if set
 }
 
 // closeIdle ends the contender's idle connections, so every load starts
@@ -202,6 +256,23 @@ func newContender(key string, cfg config) contender {
 			in.Interfaces = map[string]intents.Level{"p" + key[len(key)-1:]: intents.LevelRequire}
 		}
 		return viaProxy(c, in, perHost)
+	case "browser-path1", "browser-path2", "browser-twin", "browser-eaf", "browser-rr",
+		"browser-tls-path1", "browser-tls-path2", "browser-tls-eaf", "browser-tls-mptcp":
+		kind := browserKinds[key]
+		var p intents.Policy = &policy.EAF{}
+		if kind.roundRobin {
+			p = &policy.RoundRobin{}
+		}
+		c := withPolicy(p, false)
+		var in intents.Intents
+		if kind.require != "" {
+			in.Interfaces = map[string]intents.Level{kind.require: intents.LevelRequire}
+		}
+		if kind.mptcp {
+			in.Multipath = intents.MultipathAggregate
+		}
+		c.https = kind.https
+		return viaBrowser(c, in, cfg)
 	case "mptcp":
 		// Plain net/http over MPTCP connections whose first subflow is on
 		// path 1.
@@ -216,27 +287,48 @@ func newContender(key string, cfg config) contender {
 	panic("unknown contender " + key) // checked by main
 }
 
-// viaProxy makes c's Transport the one of a proxy that serves, on a
-// loopback listener with intents in, a net/http client with the browsers'
-// limits: c then loads through the proxy.
-func viaProxy(c contender, in intents.Intents, perHost int) contender {
-	tr := c.rt.(*intents.Transport)
-	s := &proxy.Server{Transport: tr, Dialer: &intents.Dialer{Manager: c.m}, PathHeader: "Intents-Path"}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// startProxy serves a proxy with c's Transport and Manager on addr
+// (host:0), with intents in, to the clients of allow (nil: loopback). It
+// returns the proxy's address and how to stop it.
+func startProxy(c contender, in intents.Intents, addr string, allow []netip.Prefix) (string, func()) {
+	s := &proxy.Server{Transport: c.rt.(*intents.Transport), Dialer: &intents.Dialer{Manager: c.m}, PathHeader: "Intents-Path", Allow: allow}
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		log.Fatal(err)
 	}
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(l, in) }()
-	client := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: l.Addr().String()}),
-		MaxConnsPerHost: perHost, MaxIdleConnsPerHost: perHost}
-	c.close = func() {
+	return l.Addr().String(), func() {
 		s.Close()
 		<-served
+	}
+}
+
+// viaProxy makes c's Transport the one of a proxy that serves, on a
+// loopback listener with intents in, a net/http client with the browsers'
+// limits: c then loads through the proxy.
+func viaProxy(c contender, in intents.Intents, perHost int) contender {
+	tr := c.rt.(*intents.Transport)
+	addr, stop := startProxy(c, in, "127.0.0.1:0", nil)
+	client := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: addr}),
+		MaxConnsPerHost: perHost, MaxIdleConnsPerHost: perHost}
+	c.close = func() {
+		stop()
 		client.CloseIdleConnections()
 		tr.Close()
 	}
 	c.rt, c.pathHeader = client, "Intents-Path"
+	return c
+}
+
+// viaBrowser gives c's Transport and Manager to a proxy, with intents in,
+// for a browser in the isolated namespace (cfg.Browser), whose only
+// route leads to it.
+func viaBrowser(c contender, in intents.Intents, cfg config) contender {
+	iso := cfg.Browser
+	addr, stop := startProxy(c, in, net.JoinHostPort(iso.Gateway.String(), "0"), []netip.Prefix{netip.PrefixFrom(iso.Addr, 32)})
+	c.browser = &browser{Proxy: addr, Netns: iso.Netns, SPKI: iso.SPKI}
+	c.close = stop
 	return c
 }
 
@@ -285,9 +377,10 @@ func client() {
 		}
 	}
 	defer progress(0, 0, "") // clears the line
-	for _, w := range cfg.Workloads {
+	site := &pageload.Site{Pages: cfg.Workloads, Host: serverHost}
+	for wi, w := range cfg.Workloads {
 		server := &testbed.Netns{Name: cfg.ServerNetns}
-		load := func(c contender) (pageload.Result, testbed.TCPCounters, [3]int64, []estimateSample, error) {
+		load := func(c contender, tag string) (pageload.Result, testbed.TCPCounters, [3]int64, []estimateSample, error) {
 			movedBefore := movesOf(c.rt)
 			before, err := server.TCPCounters()
 			if err != nil {
@@ -306,7 +399,12 @@ func client() {
 			if cfg.Traced && c.m != nil {
 				stopSampling = sampleEstimates(c.m, c.rt, start)
 			}
-			res, err := l.Load(ctx, w)
+			var res pageload.Result
+			if c.browser != nil {
+				res, err = browserLoad(ctx, c, site, wi, tag)
+			} else {
+				res, err = l.Load(ctx, w)
+			}
 			cancel()
 			estimates := stopSampling()
 			if err != nil {
@@ -351,7 +449,7 @@ func client() {
 		}
 		for _, c := range contenders {
 			if c.warm {
-				load(c) // the Manager's first look at the paths: not measured
+				load(c, "") // the Manager's first look at the paths: not measured
 			}
 		}
 		for rep := range cfg.Reps {
@@ -363,11 +461,16 @@ func client() {
 				c := contenders[i]
 				progress(done, cfg.Total, fmt.Sprintf("%s  %s  %s", cfg.Scenario, w.Name, contenderNames[c.key]))
 				startTraces(rep)
-				res, tcp, moved, estimates, err := load(c)
+				var tag string
+				if c.browser != nil {
+					tag = fmt.Sprintf("%s.%d.%d", c.key, wi, rep)
+				}
+				res, tcp, moved, estimates, err := load(c, tag)
 				done++
 				rec := record{Scenario: cfg.Scenario, Workload: w.Name, Contender: c.key, Rep: rep,
 					PLT: res.PLT, Bytes: res.Bytes, Paths: res.PathCounts(),
-					Retransmits: tcp.Retransmits, Timeouts: tcp.Timeouts, Moved: moved[0], Split: moved[1], Resumed: moved[2], Estimates: estimates}
+					Retransmits: tcp.Retransmits, Timeouts: tcp.Timeouts, Moved: moved[0], Split: moved[1], Resumed: moved[2], Estimates: estimates,
+					Load: tag}
 				if err != nil {
 					rec.Failed = err.Error()
 				}
@@ -377,6 +480,37 @@ func client() {
 			}
 		}
 	}
+}
+
+// serverHost is the address of the testbed's server host h.
+func serverHost(h int) string { return fmt.Sprintf("10.71.100.%d", h+1) }
+
+// browserLoad loads page p of site in c's browser, tagged tag: its PLT by
+// the browser's clock. Its paths are in the servers' log (see
+// browserLoads). A load fails unless the browser received every object,
+// each byte of it, before its load event.
+func browserLoad(ctx context.Context, c contender, site *pageload.Site, p int, tag string) (pageload.Result, error) {
+	scheme := "http"
+	if c.https {
+		scheme = "https"
+	}
+	br, err := c.browser.load(ctx, site.URL(scheme, p, 0, tag))
+	res := pageload.Result{PLT: br.PLT}
+	var bytes int64
+	for i := range site.Pages[p].Objects {
+		bytes += int64(site.Size(scheme, p, i, tag))
+	}
+	switch want := len(site.Pages[p].Objects) - 1; {
+	case err != nil:
+		return res, err
+	case br.Resources != want:
+		return res, fmt.Errorf("browser: %d of the page's %d objects fetched", br.Resources, want)
+	case br.Late > 0:
+		return res, fmt.Errorf("browser: %d objects ended after the load event", br.Late)
+	case br.Bytes != bytes:
+		return res, fmt.Errorf("browser: %d of the page's %d bytes received", br.Bytes, bytes)
+	}
+	return res, nil
 }
 
 // sampleEstimates samples m's estimates of its paths, and what rt (if a

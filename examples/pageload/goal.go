@@ -52,8 +52,8 @@ type goalCell struct {
 // r.goals). Its draws are seeded by the cell's place in the run, so a
 // report says the same each time it is made from the same loads.
 func (r *results) testGoal(contender string) []goalCell {
-	if slices.Contains(goalBaselines, contender) {
-		return nil
+	if slices.Contains(goalBaselines, contender) || isBrowser(contender) {
+		return nil // a browser has baselines of its own (see browserTests)
 	}
 	var out []goalCell
 	for i, k := range r.cells {

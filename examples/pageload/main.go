@@ -8,6 +8,7 @@
 //	sudo go run ./examples/pageload -scenario grid -workload mixed1,16x10KB
 //	sudo go run ./examples/pageload -scenario 20M/10ms+5M/100ms -workload internal/pageload/testdata/news.har
 //	sudo go run ./examples/pageload -failover -cuts 10   # failover mechanisms, path 1 cut mid-download
+//	sudo go run ./examples/pageload -browser -reps 10   # headless Chromium through the proxy, beside net/http
 //
 // Scenarios are the testbed presets (symmetric: 50 ms / 6 Mbit/s and
 // 50 ms / 5 Mbit/s; asymmetric: 20 ms / 12 Mbit/s and 100 ms / 5 Mbit/s),
@@ -37,6 +38,14 @@
 // better single path (see testPaper). Tables go to stdout, a
 // progress bar to stderr, CSV files and SVG plots to -out.
 //
+// With -browser (or browser-* contenders), headless Chromium loads each
+// page as real HTML (see pageload.Site) through the proxy, a new browser,
+// profile and proxy each load, from a namespace whose only route leads to
+// the proxy (see testbed.Isolated); its load time is the browser's own
+// (Navigation Timing), its bytes and paths come from the web servers' log,
+// and it is set against the browser's own single paths over the same
+// protocol (see browserTests).
+//
 // The server side (link emulator, web servers) runs in this process; the
 // client side runs as a copy of this program inside the client namespace,
 // so every socket it opens belongs there.
@@ -50,6 +59,7 @@ import (
 	"fmt"
 	"log"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -289,6 +299,16 @@ type config struct {
 	// Traced: a path follows a trace, which each measured load asks to
 	// start at its position (see runClient).
 	Traced bool
+	// Browser is where the browser contenders' Chromium runs.
+	Browser browserSetup
+}
+
+// browserSetup is the isolated namespace the browser contenders run
+// Chromium in (see testbed.Isolated), and the web servers' key.
+type browserSetup struct {
+	Netns         string
+	Addr, Gateway netip.Addr
+	SPKI          string // see browser.SPKI
 }
 
 // record is one measured page load.
@@ -317,6 +337,9 @@ type record struct {
 	// their server's timeouts then go uncounted above, as the server's
 	// socket closes before it times out.
 	Resumed int64
+	// Load tags a browser's load: the web servers' log of its requests
+	// gives its bytes and paths (see browserLoads).
+	Load string `json:",omitempty"`
 }
 
 func main() {
@@ -345,6 +368,7 @@ func main() {
 	split := flag.Int("split", 0, "path 1's connections in the split contender, path 2 the rest of -conns (0: half)")
 	conns := flag.Int("conns", pageload.MaxConnsPerHost, "connections per host for every contender (a browser's 6; fewer shows what a path carries with a part of them)")
 	traces := flag.String("traces", defaultTraces, "folder of the traces that cells' RTT/trace:NAME paths name")
+	withBrowser := flag.Bool("browser", false, "load the pages in headless Chromium too, through the proxy over plain HTTP and HTTPS (contenders "+strings.Join(browserContenders, ",")+" unless -contenders says)")
 	trace := flag.String("trace", "", "log this contender's loads to stderr (each object's start, end and path, and what each path carried against its rate) and, for an intents contender, every decision and the paths' estimates")
 	flag.Parse()
 	if *scenSpec == "papergrid" {
@@ -362,6 +386,16 @@ func main() {
 		}
 	}
 
+	if *withBrowser {
+		set := false
+		flag.Visit(func(f *flag.Flag) { set = set || f.Name == "contenders" })
+		if !set {
+			*contenders = strings.Join(browserContenders, ",")
+		}
+		if _, err := exec.LookPath("chromium"); err != nil {
+			log.Fatal("-browser needs chromium (apt-get install chromium)")
+		}
+	}
 	if *failoverMode {
 		if os.Geteuid() != 0 {
 			log.Fatal("pageload builds network namespaces: run it as root (sudo)")
@@ -457,6 +491,7 @@ func main() {
 	res.hosts = *hosts
 	res.printTables(os.Stdout)
 	res.printGoal(os.Stdout)
+	res.printBrowser(os.Stdout)
 	res.printPaper(os.Stdout, 10)
 	printEstimates(os.Stdout, scens, records, keys)
 	printMarks(os.Stdout, scens, records, keys)
@@ -534,7 +569,20 @@ func (r run) scenario(sc scenario, done, total int) ([]record, error) {
 		cfg.Rate = append(cfg.Rate, p.Down.MeanRate())
 	}
 	cfg.Traced = sc.traced()
+	if slices.ContainsFunc(r.contenders, isBrowser) {
+		web.HandlePath(pageload.SitePrefix, &pageload.Site{Pages: r.workloads, Host: serverHost})
+		iso, err := tb.AddIsolated()
+		if err != nil {
+			return nil, err
+		}
+		spki, err := spkiHash(web.CA.Cert.Certificate[0])
+		if err != nil {
+			return nil, err
+		}
+		cfg.Browser = browserSetup{Netns: iso.Name, Addr: iso.Addr, Gateway: iso.Gateway, SPKI: spki}
+	}
 	recs, err := runClient(tb, cfg, func(rep int) { startTraces(tb, sc, rep) })
+	browserLoads(recs, web.Requests())
 	for _, p := range tb.Paths {
 		up, down := p.Up.Stats(), p.Down.Stats()
 		fmt.Fprintf(os.Stderr, "pageload: path %d carried %d packets down, dropped %d at its queue; %d up, dropped %d\n",

@@ -154,7 +154,8 @@ type paperTally struct {
 // same each time it is made from the same loads.
 func (r *results) testPaper(contender string) paperTally {
 	var t paperTally
-	if slices.Contains(baselines, contender) {
+	singles := singlesOf(contender)
+	if slices.Contains(singles, contender) {
 		return t
 	}
 	type twinOf struct{ loads []time.Duration }
@@ -166,7 +167,7 @@ func (r *results) testPaper(contender string) paperTally {
 			continue
 		}
 		var better string
-		for _, b := range baselines {
+		for _, b := range singles {
 			if s, ok := r.by[k][b]; ok && (better == "" || s.median < r.by[k][better].median) {
 				better = b
 			}

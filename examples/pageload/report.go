@@ -203,11 +203,11 @@ func percentile(d []time.Duration, p int) time.Duration {
 	return d[max(rank, 1)-1]
 }
 
-// best is the better single interface's median in a cell (0 if neither
-// baseline ran).
-func (r *results) best(k cellKey) time.Duration {
+// best is the better single interface's median in a cell for contender
+// c (its own kind's: see singlesOf; 0 if neither ran).
+func (r *results) best(k cellKey, c string) time.Duration {
 	var b time.Duration
-	for _, c := range baselines {
+	for _, c := range singlesOf(c) {
 		if s, ok := r.by[k][c]; ok && (b == 0 || s.median < b) {
 			b = s.median
 		}
@@ -236,7 +236,6 @@ func (r *results) connsLimit() int {
 // each contender's speedups.
 func (r *results) printTables(w io.Writer) {
 	for _, k := range r.cells {
-		best := r.best(k)
 		fmt.Fprintf(w, "\n%s, %s (%d B), queues of %g BDP: lower bound %.2f s (Σ bytes / Σ rates + handshake and dependency round trips)",
 			k.scenario, k.workload, r.bytes[k.workload], r.queue[k.scenario], r.bound[k].Seconds())
 		if f := r.fluid[k]; f > 0 {
@@ -261,7 +260,7 @@ func (r *results) printTables(w io.Writer) {
 				continue
 			}
 			vs := "n/a"
-			if best > 0 {
+			if best := r.best(k, c); best > 0 {
 				vs = fmt.Sprintf("%+.0f %%", (s.median.Seconds()/best.Seconds()-1)*100)
 			}
 			fluid := "n/a"
@@ -313,8 +312,8 @@ func (r *results) printTables(w io.Writer) {
 func (r *results) speedups(c string) []float64 {
 	var out []float64
 	for _, k := range r.cells {
-		if s, ok := r.by[k][c]; ok && r.best(k) > 0 {
-			out = append(out, r.best(k).Seconds()/s.median.Seconds())
+		if s, ok := r.by[k][c]; ok && r.best(k, c) > 0 {
+			out = append(out, r.best(k, c).Seconds()/s.median.Seconds())
 		}
 	}
 	slices.Sort(out)
@@ -322,7 +321,7 @@ func (r *results) speedups(c string) []float64 {
 }
 
 // write saves loads.csv, loads.txt, summary.csv, goal.csv (see goal),
-// paper.csv (see testPaper),
+// paper.csv (see testPaper), browser.csv (see browserTests),
 // plt.svg and speedup-ecdf.svg (and PNGs of the plots) in dir.
 func (r *results) write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -347,7 +346,7 @@ func (r *results) write(dir string) error {
 				continue
 			}
 			speedup := ""
-			if best := r.best(k); best > 0 {
+			if best := r.best(k, c); best > 0 {
 				speedup = strconv.FormatFloat(best.Seconds()/s.median.Seconds(), 'f', 4, 64)
 			}
 			fluid := ""
@@ -358,7 +357,7 @@ func (r *results) write(dir string) error {
 				speedup, strconv.FormatFloat(s.median.Seconds()/r.bound[k].Seconds(), 'f', 4, 64), strconv.Itoa(s.timedOut), bdps(r.queue[k.scenario]), fluid, strconv.Itoa(r.failed[k][c].loads)})
 		}
 	}
-	for name, rows := range map[string][][]string{"loads.csv": loads, "summary.csv": summary, "goal.csv": r.goalRows(), "paper.csv": r.paperRows()} {
+	for name, rows := range map[string][][]string{"loads.csv": loads, "summary.csv": summary, "goal.csv": r.goalRows(), "paper.csv": r.paperRows(), "browser.csv": r.browserRows()} {
 		if err := writeCSV(filepath.Join(dir, name), rows); err != nil {
 			return err
 		}
@@ -499,7 +498,7 @@ func (r *results) plotECDF(name string) error {
 	p.X.Label.Text = "better single interface's median PLT / contender's"
 	p.Y.Label.Text = "fraction of cells"
 	for i, c := range r.contenders {
-		if slices.Contains(baselines, c) {
+		if slices.Contains(singlesOf(c), c) {
 			continue
 		}
 		sp := r.speedups(c)

@@ -29,7 +29,8 @@ type har struct {
 				Status   int   `json:"status"`
 				BodySize int64 `json:"bodySize"`
 				Content  struct {
-					Size int64 `json:"size"`
+					Size     int64  `json:"size"`
+					MimeType string `json:"mimeType"`
 				} `json:"content"`
 			} `json:"response"`
 		} `json:"entries"`
@@ -53,7 +54,8 @@ func ReadHARFile(name string) (Workload, error) {
 // ReadHAR reads a HAR 1.2 log (as browsers export it) as a workload: one
 // object per GET entry with a response, in start order, of the entry's
 // transferred body size (or its content size where the body size is
-// unknown). Hosts are numbered in the order they first appear.
+// unknown) and of the type its MIME type says (see TypeOf). Hosts are
+// numbered in the order they first appear.
 //
 // Dependencies follow the Socket Intents paper's conservative heuristic:
 // an object waits for every object that had finished before it started.
@@ -73,6 +75,7 @@ func ReadHAR(r io.Reader, name string) (Workload, error) {
 		host       string
 		size       int64
 		url        string
+		typ        Type
 	}
 	var entries []entry
 	for i, e := range h.Log.Entries {
@@ -92,7 +95,7 @@ func ReadHAR(r io.Reader, name string) (Workload, error) {
 		}
 		start := e.StartedDateTime
 		entries = append(entries, entry{start, start.Add(time.Duration(e.Time * float64(time.Millisecond))),
-			u.Hostname(), size, e.Request.URL})
+			u.Hostname(), size, e.Request.URL, TypeOf(e.Response.Content.MimeType)})
 	}
 	if len(entries) == 0 {
 		return Workload{}, fmt.Errorf("pageload: HAR %s: no GET entries with a response", name)
@@ -112,7 +115,7 @@ func ReadHAR(r io.Reader, name string) (Workload, error) {
 			h = len(hosts)
 			hosts[e.host] = h
 		}
-		w.Objects = append(w.Objects, Object{Host: h, Size: e.size, Name: e.url, Deps: deps[i]})
+		w.Objects = append(w.Objects, Object{Host: h, Size: e.size, Name: e.url, Deps: deps[i], Type: e.typ})
 	}
 	return w, w.Validate()
 }

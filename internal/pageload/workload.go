@@ -22,6 +22,37 @@ type Object struct {
 	Deps []int
 	// Name says where it came from: the URL of a HAR entry, or a label.
 	Name string
+	// Type is what a browser fetches it as (see Site); the handcrafted
+	// pages' objects are images.
+	Type Type
+}
+
+// Type is the kind of resource an object is, as a browser fetches it.
+type Type string
+
+// The types a Site serves. Anything else (fonts, data, frames) loads as
+// TypeOther, fetched as an image is: a browser asks for it and discards
+// what it cannot decode.
+const (
+	TypeOther      Type = ""
+	TypeImage      Type = "image"
+	TypeScript     Type = "script"
+	TypeStylesheet Type = "stylesheet"
+)
+
+// TypeOf maps a MIME type (as a HAR entry's content.mimeType) to a Type.
+func TypeOf(mime string) Type {
+	mime, _, _ = strings.Cut(strings.ToLower(mime), ";")
+	mime = strings.TrimSpace(mime)
+	switch {
+	case strings.HasPrefix(mime, "image/"):
+		return TypeImage
+	case mime == "text/css":
+		return TypeStylesheet
+	case strings.Contains(mime, "javascript"), strings.Contains(mime, "ecmascript"):
+		return TypeScript
+	}
+	return TypeOther
 }
 
 // Workload is a page: its objects in start order, the root first.
@@ -53,7 +84,7 @@ func Mixed(name string, hosts int, parts ...Part) Workload {
 		for range p.N {
 			i := len(w.Objects)
 			w.Objects = append(w.Objects, Object{Host: (i - 1) % hosts, Size: p.Size, Deps: []int{0},
-				Name: fmt.Sprintf("obj%d", i)})
+				Name: fmt.Sprintf("obj%d", i), Type: TypeImage})
 		}
 	}
 	return w

@@ -30,7 +30,7 @@ import (
 // answer late): N bytes of ObjectByte, with
 // Range, If-Range, ETag and Last-Modified support (none with ?dynamic, as
 // a generated response). Handle adds virtual
-// hosts.
+// hosts, HandlePath paths on every host.
 type WebServer struct {
 	CA *CA
 
@@ -43,6 +43,7 @@ type WebServer struct {
 
 	mu       sync.Mutex
 	hosts    map[string]http.Handler
+	prefixes []pathHandler
 	conns    []*ConnLog
 	requests []RequestLog
 	onConn   []func(ConnLog)
@@ -108,6 +109,20 @@ func (w *WebServer) Handle(host string, h http.Handler) {
 	w.hosts[strings.ToLower(host)] = h
 }
 
+// pathHandler serves the paths under prefix on every host.
+type pathHandler struct {
+	prefix string
+	h      http.Handler
+}
+
+// HandlePath serves the paths under prefix with h on every host, before
+// any virtual host's handler.
+func (w *WebServer) HandlePath(prefix string, h http.Handler) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.prefixes = append(w.prefixes, pathHandler{prefix, h})
+}
+
 // Conns returns copies of the connection logs, oldest first.
 func (w *WebServer) Conns() []ConnLog {
 	w.mu.Lock()
@@ -136,6 +151,12 @@ func (w *WebServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	w.mu.Lock()
 	h, ok := w.hosts[strings.ToLower(host)]
+	for _, p := range w.prefixes {
+		if strings.HasPrefix(r.URL.Path, p.prefix) {
+			h, ok = p.h, true
+			break
+		}
+	}
 	w.mu.Unlock()
 	if !ok {
 		h = http.HandlerFunc(serveDefault)

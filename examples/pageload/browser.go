@@ -1,0 +1,178 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/sockintents/intents/internal/pageload"
+	"github.com/sockintents/intents/internal/testbed"
+)
+
+// browser is how a page loader starts headless Chromium.
+type browser struct {
+	// Proxy is the proxy's address (host:port); nothing bypasses it.
+	// Empty: no proxy.
+	Proxy string
+	// Netns, if set, names the namespace the browser runs in (see
+	// testbed.Isolated): one whose only route leads to the proxy.
+	Netns string
+	// SPKI is the base64 SHA-256 of the public key of the web servers'
+	// certificate, which the browser then accepts though no CA it knows
+	// signed it (Chromium's --ignore-certificate-errors-spki-list: for
+	// that key only, where --ignore-certificate-errors would take any).
+	SPKI string
+}
+
+// spkiHash is what browser.SPKI takes for the certificate der.
+func spkiHash(der []byte) (string, error) {
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	return base64.StdEncoding.EncodeToString(sum[:]), nil
+}
+
+// browserResult is one page load by the browser's own clock.
+type browserResult struct {
+	// PLT is the page's loadEventEnd − navigationStart (Navigation
+	// Timing), as the paper measures a browser's load.
+	PLT time.Duration
+	// Resources is how many subresources the page fetched (Resource
+	// Timing), Late how many of them ended after the load event: a page
+	// whose objects all count has none.
+	Resources, Late int
+	// Bytes are the bodies' bytes the browser received, the page's and
+	// its subresources' (of hosts that allow it: Timing-Allow-Origin).
+	Bytes int64
+}
+
+// load loads url in a new headless Chromium: a fresh profile (no cache,
+// no cookies) each time, as a first visit, started and shown a blank page
+// before the measured load so that its start-up stays out of the time.
+// Chromium runs without its sandbox: the page loader runs as root in its
+// namespace, where the sandbox cannot start.
+func (b browser) load(ctx context.Context, url string) (browserResult, error) {
+	profile, err := os.MkdirTemp("", "intents-browser-")
+	if err != nil {
+		return browserResult{}, err
+	}
+	defer os.RemoveAll(profile)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.NoSandbox,
+		chromedp.UserDataDir(profile),
+		chromedp.Flag("disk-cache-size", "1"),
+	)
+	if b.Proxy != "" {
+		opts = append(opts, chromedp.ProxyServer("http://"+b.Proxy),
+			// Nothing bypasses the proxy, loopback included.
+			chromedp.Flag("proxy-bypass-list", "<-loopback>"))
+	}
+	if b.SPKI != "" {
+		opts = append(opts, chromedp.Flag("ignore-certificate-errors-spki-list", b.SPKI))
+	}
+	if b.Netns != "" {
+		ns := b.Netns
+		opts = append(opts, chromedp.ModifyCmdFunc(func(cmd *exec.Cmd) {
+			ip, err := exec.LookPath("ip")
+			if err != nil {
+				cmd.Err = err
+				return
+			}
+			cmd.Args = append([]string{ip, "netns", "exec", ns}, cmd.Args...)
+			cmd.Path = ip
+		}))
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	bctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
+		return browserResult{}, fmt.Errorf("browser: starting: %w", err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(url)); err != nil {
+		return browserResult{}, fmt.Errorf("browser: %s: %w", url, err)
+	}
+	// Navigate returns at the load event; loadEventEnd is set once its
+	// handlers have run. The promise waits for it in the page (evaluated
+	// in the page's current context: a poll from here may meet the
+	// context of the blank page that was).
+	got, err := chromedp.Run(bctx, chromedp.Evaluate[struct{ PLT, Resources, Late, Bytes float64 }](loadTimes, chromedp.EvalAwaitPromise))
+	if err != nil {
+		return browserResult{}, fmt.Errorf("browser: %s: %w", url, err)
+	}
+	return browserResult{PLT: time.Duration(got.PLT * float64(time.Millisecond)), Resources: int(got.Resources), Late: int(got.Late),
+		Bytes: int64(got.Bytes)}, nil
+}
+
+// loadTimes resolves, once the page's load event has run, to its load
+// time, how many subresources it fetched, how many of them ended after
+// the load event, and the bytes of every body.
+const loadTimes = `new Promise(function(resolve) {
+	(function check() {
+		var t = performance.timing;
+		if (!(t.loadEventEnd > 0)) { setTimeout(check, 5); return; }
+		var end = t.loadEventEnd - t.navigationStart, late = 0;
+		var bytes = performance.getEntriesByType("navigation")[0].encodedBodySize;
+		var rs = performance.getEntriesByType("resource");
+		rs.forEach(function(r) { if (r.responseEnd > end) late++; bytes += r.encodedBodySize; });
+		resolve({PLT: end, Resources: rs.length, Late: late, Bytes: bytes});
+	})();
+})`
+
+// isBrowser reports whether contender key loads with a browser.
+func isBrowser(key string) bool {
+	_, ok := browserKinds[key]
+	return ok
+}
+
+// browserLoads completes the browser contenders' records from the web
+// servers' log: each load's bytes and objects per path (by the client
+// address the servers saw: 10.71.N.1 is path N). A load with a request
+// that did not come through the proxy (plain HTTP without its Via) fails:
+// the browser went around it.
+func browserLoads(recs []record, log []testbed.RequestLog) {
+	byLoad := map[string][]testbed.RequestLog{}
+	for _, r := range log {
+		u, err := url.ParseRequestURI(r.URI)
+		if err != nil || !strings.HasPrefix(u.Path, pageload.SitePrefix) {
+			continue
+		}
+		tag := u.Query().Get("load")
+		byLoad[tag] = append(byLoad[tag], r)
+	}
+	for i := range recs {
+		rec := &recs[i]
+		if rec.Load == "" {
+			continue
+		}
+		rec.Paths = map[string]int{}
+		for _, r := range byLoad[rec.Load] {
+			rec.Bytes += r.Bytes
+			rec.Paths[pathOfClient(r.Remote.Addr())]++
+			if !strings.HasPrefix(r.URI, "https:") && r.Local.Port() == 80 && !strings.Contains(r.Via, "intents-proxy") && rec.Failed == "" {
+				rec.Failed = fmt.Sprintf("%s reached the server around the proxy (no Via)", r.URI)
+			}
+		}
+	}
+}
+
+// pathOfClient names the path of a client address 10.71.N.1: pN.
+func pathOfClient(a netip.Addr) string {
+	if !a.Unmap().Is4() {
+		return "?"
+	}
+	return fmt.Sprintf("p%d", a.Unmap().As4()[2])
+}
