@@ -188,3 +188,43 @@ func TestNetnsBrowserHasNoRouteButTheProxyChild(t *testing.T) {
 	require.NoError(t, err)
 	assert.Positive(t, res.PLT)
 }
+
+// TestBrowserRule: a browser contender is set against the browser's own
+// single paths over its protocol, never net/http's; it is slower only
+// where its median's interval lies wholly above 1.05 × the better path's;
+// the goal speaks of the time it saves.
+func TestBrowserRule(t *testing.T) {
+	scens, err := parseScenarios("symmetric", testTraces)
+	require.NoError(t, err)
+	w := pageload.Uniform(32, 100_000, 1)
+	keys := []string{"path1", "path2", "browser-path1", "browser-path2", "browser-twin", "browser-eaf", "browser-tls-path1", "browser-tls-path2", "browser-tls-eaf"}
+	loads := map[string]map[string][]time.Duration{scens[0].Name: {
+		"path1": msOf(100, 100, 100), "path2": msOf(100, 100, 100), // net/http's: not the browser's baselines
+		"browser-path1": msOf(4000, 4100, 4200), "browser-path2": msOf(5000, 5000, 5000),
+		"browser-twin": msOf(3900, 4200, 4300), "browser-eaf": msOf(2900, 3000, 3100),
+		"browser-tls-path1": msOf(4000, 4000, 4000), "browser-tls-path2": msOf(5000, 5000, 5000),
+		"browser-tls-eaf": msOf(4400, 4400, 4500),
+	}}
+	res := newResults(scens, []pageload.Workload{w}, keys, recordsOf(loads, w))
+	cells := res.browserTests()
+	require.Len(t, cells, 3, "the twin, EAF over HTTP, EAF over HTTPS")
+	byKey := map[string]browserCell{}
+	for _, c := range cells {
+		byKey[c.contender] = c
+	}
+	assert.Equal(t, "browser-path1", byKey["browser-eaf"].better)
+	assert.InDelta(t, 3000.0/4100, byKey["browser-eaf"].ratio, 1e-9)
+	assert.InDelta(t, 1-3000.0/4100, byKey["browser-eaf"].faster(), 1e-9)
+	assert.False(t, byKey["browser-eaf"].slower())
+	assert.False(t, byKey["browser-twin"].slower(), "a twin's interval reaches below 1.05")
+	assert.Equal(t, "browser-tls-path1", byKey["browser-tls-eaf"].better)
+	assert.True(t, byKey["browser-tls-eaf"].slower(), "1.10 × every time")
+	assert.Equal(t, cells, res.browserTests(), "the same loads, the same report")
+
+	var out strings.Builder
+	res.printBrowser(&out)
+	assert.Contains(t, out.String(), "goal, symmetric 32×100KB: EAF at least 25 % faster than the better path: +27 %")
+	assert.Contains(t, out.String(), ": met")
+	assert.Contains(t, out.String(), "EAF (Chromium, HTTPS tunnels): slower in 1 of 1 cells")
+	assert.Len(t, res.browserRows(), 4, "a header and a row per cell tested")
+}

@@ -85,16 +85,7 @@ func (r *results) testGoal(contender string) []goalCell {
 		g.p90Ratio = s.p90.Seconds() / bestP90.Seconds()
 		twinOf := r.loads[k][g.best]
 
-		rng := rand.New(rand.NewPCG(uint64(i), 17))
-		var buf []time.Duration
-		redraw := func(d []time.Duration) float64 {
-			buf = buf[:0]
-			for range d {
-				buf = append(buf, d[rng.IntN(len(d))])
-			}
-			slices.Sort(buf)
-			return median(buf).Seconds()
-		}
+		redraw := medianRedraw(rand.New(rand.NewPCG(uint64(i), 17)))
 		ratios := make([]float64, goalDraws)
 		passed := 0
 		for n := range ratios {
@@ -113,6 +104,21 @@ func (r *results) testGoal(contender string) []goalCell {
 		out = append(out, g)
 	}
 	return out
+}
+
+// medianRedraw returns a function that draws len(d) loads from d with
+// replacement, by rng, and returns their median in seconds: one
+// bootstrap draw.
+func medianRedraw(rng *rand.Rand) func(d []time.Duration) float64 {
+	var buf []time.Duration
+	return func(d []time.Duration) float64 {
+		buf = buf[:0]
+		for range d {
+			buf = append(buf, d[rng.IntN(len(d))])
+		}
+		slices.Sort(buf)
+		return median(buf).Seconds()
+	}
 }
 
 // goalTally sums a contender's test over its cells.

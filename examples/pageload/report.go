@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/csv"
 	"fmt"
+	"image/color"
 	"io"
 	"maps"
 	"math"
@@ -462,7 +463,7 @@ func (r *results) plotPLT(name string) error {
 			return err
 		}
 		bars.LineStyle.Width = 0
-		bars.Color = plotutil.Color(i)
+		bars.Color = seriesColor(i)
 		bars.Offset = width * vg.Length(float64(i)-float64(len(series)-1)/2)
 		p.Add(bars)
 		label := "lower bound"
@@ -480,6 +481,14 @@ func (r *results) plotPLT(name string) error {
 		p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = -1, -0.5
 	}
 	return saveBoth(p, vg.Length(max(6, 1.4*float64(len(r.cells))))*vg.Inch, 5*vg.Inch, name)
+}
+
+// seriesColor is the i-th of 14 distinct colours (plotutil's soft ones,
+// then its dark ones), so that a run with every browser contender still
+// tells its series apart.
+func seriesColor(i int) color.Color {
+	all := append(slices.Clone(plotutil.SoftColors), plotutil.DarkColors...)
+	return all[i%len(all)]
 }
 
 // saveBoth saves p as name (SVG) and as the PNG of the same name.
@@ -514,7 +523,7 @@ func (r *results) plotECDF(name string) error {
 			return err
 		}
 		line.StepStyle = plotter.PostStep
-		line.Color = plotutil.Color(i) // as in the bar plot
+		line.Color = seriesColor(i) // as in the bar plot
 		line.Width = vg.Points(1.5)
 		p.Add(line)
 		p.Legend.Add(contenderNames[c], line)
