@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
 	"github.com/sockintents/intents/internal/pageload"
 	"github.com/sockintents/intents/internal/testbed"
 )

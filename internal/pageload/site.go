@@ -33,8 +33,8 @@ import (
 // URL, so a server's log tells which load each request belongs to.
 type Site struct {
 	Pages []Workload
-	// Host names object host's server, as an address or name with port
-	// if not the scheme's.
+	// Host returns the address of server number host (an Object's
+	// Host), with a port if not the scheme's.
 	Host func(host int) string
 }
 
@@ -219,10 +219,11 @@ func servedAs(w Workload, kids [][]int, j int) Type {
 }
 
 // pad fills b up to size bytes with a comment between open and close,
-// if there is room for one.
+// or with spaces where a comment does not fit.
 func pad(b *strings.Builder, size int64, open, close string) {
 	room := size - int64(b.Len()) - int64(len(open)+len(close))
 	if room < 0 {
+		b.WriteString(strings.Repeat(" ", int(max(size-int64(b.Len()), 0))))
 		return
 	}
 	b.WriteString(open)

@@ -115,6 +115,8 @@ func TestSiteRootIsHTMLWithTags(t *testing.T) {
 		assert.Len(t, rec.Body.String(), int(s.Pages[0].Objects[i].Size))
 	}
 	assert.True(t, strings.HasPrefix(get(t, s, "/site/0/3").Body.String(), "/*"), "a script is a comment: it runs")
+	tiny := &Site{Host: func(int) string { return "h" }, Pages: []Workload{{Objects: []Object{{Size: 10}, {Size: 3, Deps: []int{0}, Type: TypeScript}}}}}
+	assert.Equal(t, "   ", get(t, tiny, "/site/0/1").Body.String(), "a script too small for a comment is blanks")
 	for _, bad := range []string{"/site/1/0", "/site/0/5", "/site/0/-1", "/site/0", "/site/x/0", "/obj/1"} {
 		assert.Equal(t, http.StatusNotFound, get(t, s, bad).Code, bad)
 	}
