@@ -163,7 +163,7 @@ func browserLoads(recs []record, log []testbed.RequestLog) {
 		for _, r := range byLoad[rec.Load] {
 			rec.Bytes += r.Bytes
 			rec.Paths[pathOfClient(r.Remote.Addr())]++
-			if !strings.HasPrefix(r.URI, "https:") && r.Local.Port() == 80 && !strings.Contains(r.Via, "intents-proxy") && rec.Failed == "" {
+			if r.Local.Port() == 80 && !strings.Contains(r.Via, "intents-proxy") && rec.Failed == "" {
 				rec.Failed = fmt.Sprintf("%s reached the server around the proxy (no Via)", r.URI)
 			}
 		}

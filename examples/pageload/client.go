@@ -388,10 +388,11 @@ func client() {
 			}
 			l := &pageload.Loader{Transport: c.rt, SizeIntents: c.hints, PathOf: localDev, PathHeader: c.pathHeader,
 				URL: func(host int, size int64, i int) string {
+					scheme := "http"
 					if c.https {
-						return fmt.Sprintf("https://10.71.100.%d/obj/%d?o=%d", host+1, size, i)
+						scheme = "https"
 					}
-					return fmt.Sprintf("http://10.71.100.%d/obj/%d?o=%d", host+1, size, i)
+					return fmt.Sprintf("%s://%s/obj/%d?o=%d", scheme, serverHost(host), size, i)
 				}}
 			ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
 			start := time.Now()
@@ -663,10 +664,10 @@ func progress(done, total int, what string) {
 // TCP or UDP.
 func localDev(c net.Conn) string {
 	ap, err := netip.ParseAddrPort(c.LocalAddr().String())
-	if err != nil || !ap.Addr().Unmap().Is4() {
+	if err != nil {
 		return "?"
 	}
-	return fmt.Sprintf("p%d", ap.Addr().Unmap().As4()[2])
+	return pathOfClient(ap.Addr())
 }
 
 // h3Contender is quic-go's HTTP/3 Transport on path dev only: its QUIC

@@ -81,6 +81,9 @@ func (s *Site) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Size is the body size of page p's object i over scheme, for a load
 // tagged tag: the object's size, or more where its tags need more.
 func (s *Site) Size(scheme string, p, i int, tag string) int {
+	if o := s.Pages[p].Objects[i]; i > 0 && !slices.ContainsFunc(s.Pages[p].Objects[i+1:], func(c Object) bool { return parentOf(c) == i }) {
+		return int(max(o.Size, 0)) // a leaf: its body is its size, whatever its type
+	}
 	body, _ := s.body(scheme, p, i, tag)
 	return len(body)
 }
@@ -100,13 +103,19 @@ var contentType = map[Type]string{
 func children(w Workload) [][]int {
 	kids := make([][]int, len(w.Objects))
 	for j := 1; j < len(w.Objects); j++ {
-		p := 0
-		if len(w.Objects[j].Deps) > 0 {
-			p = slices.Max(w.Objects[j].Deps)
-		}
+		p := parentOf(w.Objects[j])
 		kids[p] = append(kids[p], j)
 	}
 	return kids
+}
+
+// parentOf is the object that requests o: the latest it waits for, or
+// the root.
+func parentOf(o Object) int {
+	if len(o.Deps) == 0 {
+		return 0
+	}
+	return slices.Max(o.Deps)
 }
 
 // pageScript keeps, in the root, which objects have loaded, runs what
