@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log"
@@ -47,6 +48,43 @@ func ExampleServer() {
 	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: l.Addr().String()})}}
 	defer client.CloseIdleConnections()
 	resp, err := client.Get(origin.URL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Println(string(body))
+	// Output: hello through 1.1 intents-proxy
+}
+
+// An HTTPS proxy: browsers reach it with HTTP/2 and send it a whole
+// page's requests at once (chromium --proxy-server=https://ADDR); net/http
+// reaches it with HTTP/1.1 over TLS.
+func ExampleServer_ServeTLS() {
+	m, err := intents.NewManager(intents.Config{Policy: &policy.EAF{}, NoWatch: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	s := &proxy.Server{Transport: &intents.Transport{Manager: m}, Dialer: &intents.Dialer{Manager: m}}
+	defer s.Close()
+	// The proxy's certificate: here httptest's, for 127.0.0.1.
+	certified := httptest.NewTLSServer(http.NotFoundHandler())
+	defer certified.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	go s.ServeTLS(l, &tls.Config{Certificates: certified.TLS.Certificates}, intents.Intents{})
+
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello through %s", r.Header.Get("Via"))
+	}))
+	defer origin.Close()
+	tr := certified.Client().Transport.(*http.Transport).Clone() // trusts the certificate
+	tr.Proxy = http.ProxyURL(&url.URL{Scheme: "https", Host: l.Addr().String()})
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get(origin.URL)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -5,7 +5,9 @@
 // are connections an intents.Dialer places. Intents come from the
 // listener a client connects to, from rules by destination, and from an
 // Intents request header, merged in that order: a later source may refine
-// an earlier one and add prohibitions, never lift one.
+// an earlier one and add prohibitions, never lift one. Serve takes plain
+// HTTP clients; ServeTLS is an HTTPS proxy, to which a browser speaks
+// HTTP/2 and so hands every request of a page at once.
 //
 // A Server is safe by default: it serves clients on loopback only, tunnels
 // to ports 443 and 80 only, never connects to its own listeners, and
@@ -16,6 +18,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -135,8 +138,29 @@ func (s *Server) init() {
 // accepted on l, with intents in for every request that comes through
 // it. It returns when l fails or Close is called (ErrServerClosed).
 func (s *Server) Serve(l net.Listener, in intents.Intents) error {
+	return s.serve(l, nil, in)
+}
+
+// ServeTLS is Serve over TLS with config (its certificate the proxy's):
+// an HTTPS proxy, which clients reach with HTTP/2 if they offer it
+// (ALPN), else HTTP/1.1. Over HTTP/2 a client sends all of a page's
+// requests on one connection at once, where over HTTP/1.1 a browser
+// keeps a few connections per host to its proxy and so hands the proxy
+// only as many requests at a time: the proxy schedules a page's whole
+// queue only when it sees it.
+func (s *Server) ServeTLS(l net.Listener, config *tls.Config, in intents.Intents) error {
+	if config == nil || (len(config.Certificates) == 0 && config.GetCertificate == nil && config.GetConfigForClient == nil) {
+		l.Close()
+		return errors.New("proxy: ServeTLS needs a certificate")
+	}
+	return s.serve(l, config.Clone(), in)
+}
+
+// serve serves l, over TLS with config if it is set.
+func (s *Server) serve(l net.Listener, config *tls.Config, in intents.Intents) error {
 	s.init()
 	hs := &http.Server{
+		TLSConfig:         config,
 		Handler:           s,
 		MaxHeaderBytes:    orDefault(s.MaxHeaderBytes, DefaultMaxHeaderBytes),
 		ReadHeaderTimeout: orDefault(s.ReadHeaderTimeout, DefaultReadHeaderTimeout),
@@ -149,7 +173,13 @@ func (s *Server) Serve(l net.Listener, in intents.Intents) error {
 	if !s.addListener(l, hs) {
 		return ErrServerClosed
 	}
-	err := hs.Serve(newLimitListener(l, orDefault(s.MaxClients, DefaultMaxClients)))
+	limited := newLimitListener(l, orDefault(s.MaxClients, DefaultMaxClients))
+	var err error
+	if config != nil {
+		err = hs.ServeTLS(limited, "", "") // HTTP/2 and HTTP/1.1 by ALPN
+	} else {
+		err = hs.Serve(limited)
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		return ErrServerClosed
 	}
@@ -244,6 +274,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.connect(w, r, in)
 		return
 	}
+	if r.ProtoMajor == 2 && r.Method != http.MethodConnect && r.URL.Host == "" {
+		// HTTP/2 carries a proxy request's origin in :authority and its
+		// path alone in :path (RFC 9113 §8.3.1); an https URL comes by
+		// CONNECT, so one for anyone but the proxy itself is an http URL.
+		if host, port := splitHostPort(r.Host, 80); r.Host != "" && !s.isSelf(host, port) {
+			r.URL.Scheme, r.URL.Host = "http", r.Host
+		}
+	}
 	if r.Method == http.MethodGet && r.URL.Host == "" && r.URL.Path == PACPath {
 		s.servePAC(w, r)
 		return
@@ -320,7 +358,7 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 	pr.Out.Header.Del("Intents")
-	pr.Out.Header.Add("Via", fmt.Sprintf("%d.%d %s", pr.In.ProtoMajor, pr.In.ProtoMinor, via))
+	pr.Out.Header.Add("Via", receivedProtocol(pr.In)+" "+via)
 	pr.Out.RequestURI = ""
 	if s.PathHeader != "" || s.debugging(pr.In.Context()) {
 		var path atomic.Pointer[string]
@@ -331,6 +369,15 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 		}})
 		pr.Out = pr.Out.WithContext(context.WithValue(ctx, pathKey{}, &path))
 	}
+}
+
+// receivedProtocol is r's protocol version as a Via header gives it:
+// "1.1", "2" (RFC 9110 §7.6.3).
+func receivedProtocol(r *http.Request) string {
+	if r.ProtoMajor >= 2 {
+		return strconv.Itoa(r.ProtoMajor)
+	}
+	return fmt.Sprintf("%d.%d", r.ProtoMajor, r.ProtoMinor)
 }
 
 // pathKey carries, with PathHeader set, where a forwarded request's path
@@ -387,7 +434,10 @@ func isTimeout(err error) bool {
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, status int, reason string) {
 	s.log(r.Context(), slog.LevelInfo, "refused", r, errors.New(reason), "status", status)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Connection", "close")
+	if r.ProtoMajor < 2 {
+		// Over HTTP/2 this would end the client's other streams too.
+		w.Header().Set("Connection", "close")
+	}
 	w.WriteHeader(status)
 	fmt.Fprintf(w, "intents proxy: %s\n", oneLine(reason))
 }

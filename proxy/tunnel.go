@@ -30,8 +30,8 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, in intents.Inte
 		return
 	}
 	hj, ok := w.(http.Hijacker)
-	if !ok {
-		s.refuse(w, r, http.StatusMethodNotAllowed, "CONNECT over HTTP/2 is not served")
+	if !ok && r.ProtoMajor < 2 {
+		s.refuse(w, r, http.StatusInternalServerError, "the connection cannot be taken over for a tunnel")
 		return
 	}
 	if !s.takeTunnel() {
@@ -49,6 +49,10 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, in intents.Inte
 			status = http.StatusLoopDetected
 		}
 		s.refuse(w, r, status, err.Error())
+		return
+	}
+	if !ok {
+		s.relayStream(w, r, up, host)
 		return
 	}
 	client, brw, err := hj.Hijack()
@@ -154,6 +158,76 @@ func (s *Server) relay(ctx context.Context, client net.Conn, buffered *bufio.Rea
 	}
 }
 
+// relayStream is relay for a tunnel on an HTTP/2 stream (RFC 9113
+// §8.5): the request's body is what the client sends, the response's what
+// it receives. An upstream that fails, or whose path goes down, resets
+// the stream, so the client never takes a cut stream for the whole.
+func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, up net.Conn, host string) {
+	if !s.track(up) {
+		return
+	}
+	defer func() {
+		s.untrack(up)
+		up.Close()
+	}()
+	ctx := r.Context()
+	// The client resetting its stream (or its connection going) ends the
+	// upstream; Close ends both.
+	defer context.AfterFunc(ctx, func() { up.Close() })()
+	path, _ := intents.PathOf(up)
+	raw := rawConn(up)
+	if path != nil && !isMPTCP(raw) {
+		s.watchPaths()
+		s.mu.Lock()
+		s.onPath[up] = path.Name
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.onPath, up)
+			s.mu.Unlock()
+		}()
+	}
+	rc := http.NewResponseController(w)
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	upDone := make(chan int64, 1)
+	go func() {
+		n, _ := io.Copy(raw, r.Body)
+		closeWrite(raw)
+		upDone <- n
+	}()
+	received, err := io.Copy(flushWriter{w, rc}, raw)
+	// The stream's response ends only with the handler, so the tunnel ends
+	// when the upstream's side does: what the client still sends is not
+	// read (closing the body ends the copy above).
+	r.Body.Close()
+	sent := <-upDone
+	s.sizes.learn(host, received)
+	s.stats.tunnel(pathName(path), sent, received)
+	if s.Logger != nil {
+		s.Logger.Log(ctx, slog.LevelDebug, "proxy: tunnel", "host", host, "path", pathName(path), "sent", sent, "received", received)
+	}
+	if err != nil && ctx.Err() == nil {
+		panic(http.ErrAbortHandler) // resets the stream
+	}
+}
+
+// flushWriter sends each write of a tunnel's stream at once.
+type flushWriter struct {
+	w  io.Writer
+	rc *http.ResponseController
+}
+
+func (f flushWriter) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	if err != nil {
+		return n, err
+	}
+	return n, f.rc.Flush()
+}
+
 func isMPTCP(c net.Conn) bool {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
@@ -205,7 +279,7 @@ func (s *Server) resetTunnelsOnDownPaths(m *intents.Manager) {
 		if tc, ok := rawConn(c).(*net.TCPConn); ok {
 			tc.SetLinger(0) // a reset, not an orderly end the client could take for the whole
 		}
-		c.Close() // the relay then closes the other end
+		c.Close() // the relay then closes the other end, or resets its stream
 		if s.Logger != nil {
 			s.Logger.Info("proxy: tunnel reset: its path went down", "client", c.RemoteAddr().String())
 		}

@@ -6,7 +6,7 @@
 //	intents paths [-json] [-probe HOST:PORT]
 //	intents resolve [-json] NAME
 //	intents get [-json] [-o FILE] [-intents TEXT] [-policy NAME] [-aggregate] [-twostep BYTES] URL
-//	intents proxy [-listen ADDR[=INTENTS]]... [-socks ADDR[=INTENTS]]... [-rules FILE] [-policy NAME] [-v] ...
+//	intents proxy [-listen ADDR[=INTENTS]]... [-tls-listen ADDR[=INTENTS]]... [-socks ADDR[=INTENTS]]... [-rules FILE] [-policy NAME] [-v] ...
 //
 // None of it needs privileges. The -json forms print one JSON document on
 // stdout, for scripts.
@@ -35,7 +35,8 @@ const usage = `usage:
   intents paths [-json] [-probe HOST:PORT]
   intents resolve [-json] NAME
   intents get [-json] [-o FILE] [-intents TEXT] [-policy NAME] [-aggregate] [-twostep BYTES] URL
-  intents proxy [-listen ADDR[=INTENTS]]... [-socks ADDR[=INTENTS]]... [-rules FILE] [-policy NAME] [-v]
+  intents proxy [-listen ADDR[=INTENTS]]... [-tls-listen ADDR[=INTENTS]]... [-cert FILE -key FILE]
+                [-socks ADDR[=INTENTS]]... [-rules FILE] [-policy NAME] [-v]
                 [-metrics ADDR] [-allow CIDR,...] [-auth USER:PASSWORD] [-ports PORT,...] [-pac PATTERN=ADDR]...
 `
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -65,12 +66,15 @@ func (f *pacFlag) Set(v string) error {
 	return nil
 }
 
-// cmdProxy runs the proxy until ctx ends: HTTP on every -listen, SOCKS5
-// on every -socks, the metrics on -metrics.
+// cmdProxy runs the proxy until ctx ends: HTTP on every -listen, HTTPS on
+// every -tls-listen, SOCKS5 on every -socks, the metrics on -metrics.
 func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFunc) error {
 	fs := newFlags("proxy")
-	var httpL, socksL listenFlag
+	var httpL, tlsL, socksL listenFlag
 	fs.Var(&httpL, "listen", "serve HTTP proxy clients on `ADDR[=INTENTS]`, the intents given to all they send (repeatable; default 127.0.0.1:8080)")
+	fs.Var(&tlsL, "tls-listen", "serve HTTPS proxy clients (HTTP/2 or HTTP/1.1) on `ADDR[=INTENTS]`, with -cert and -key (repeatable)")
+	certFile := fs.String("cert", "", "the HTTPS listeners' certificate chain, a PEM `FILE`")
+	keyFile := fs.String("key", "", "the HTTPS listeners' private key, a PEM `FILE`")
 	fs.Var(&socksL, "socks", "serve SOCKS5 clients on `ADDR[=INTENTS]` (repeatable)")
 	rulesFile := fs.String("rules", "", "intents by destination: a file of `PATTERN INTENTS` lines (see proxy.ParseRules)")
 	pname := fs.String("policy", "eaf", "policy: "+policyNames())
@@ -87,8 +91,19 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 	if fs.NArg() != 0 {
 		return usageError{"proxy takes no arguments"}
 	}
-	if len(httpL) == 0 && len(socksL) == 0 {
+	if len(httpL) == 0 && len(tlsL) == 0 && len(socksL) == 0 {
 		httpL = listenFlag{{addr: "127.0.0.1:8080"}}
+	}
+	var tlsConf *tls.Config
+	if len(tlsL) > 0 || *certFile != "" || *keyFile != "" {
+		if len(tlsL) == 0 || *certFile == "" || *keyFile == "" {
+			return usageError{"-tls-listen, -cert and -key go together"}
+		}
+		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+		if err != nil {
+			return err
+		}
+		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}}
 	}
 	mk, ok := policies[*pname]
 	if !ok {
@@ -146,12 +161,17 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 		return err
 	}
 	defer m.Close()
-	s.Transport = &intents.Transport{Manager: m}
+	// A browser's limits: over HTTP/2 a browser hands the proxy a whole
+	// page at once, and a connection for each request loses more to
+	// their slow starts' contention than it gains.
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.MaxIdleConnsPerHost = intents.DefaultMaxConnsPerHost
+	s.Transport = &intents.Transport{Manager: m, Base: base, MaxConnsPerHost: intents.DefaultMaxConnsPerHost, MaxConns: intents.DefaultMaxConns}
 	s.Dialer = &intents.Dialer{Manager: m}
 	defer s.Transport.CloseIdleConnections()
 
 	var lc net.ListenConfig
-	errs := make(chan error, len(httpL)+len(socksL)+1)
+	errs := make(chan error, len(httpL)+len(tlsL)+len(socksL)+1)
 	var wg sync.WaitGroup
 	serve := func(addr string, f func(net.Listener) error) error {
 		l, err := lc.Listen(ctx, "tcp", addr)
@@ -167,6 +187,12 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 		if started = serve(l.addr, func(ln net.Listener) error { return s.Serve(ln, l.in) }); started != nil {
 			break
 		}
+	}
+	for _, l := range tlsL {
+		if started != nil {
+			break
+		}
+		started = serve(l.addr, func(ln net.Listener) error { return s.ServeTLS(ln, tlsConf, l.in) })
 	}
 	for _, l := range socksL {
 		if started != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sockintents/intents/internal/testbed"
 )
 
 // intents proxy serves until its context ends, on the listeners asked
@@ -90,8 +93,55 @@ func TestProxyCommandUsage(t *testing.T) {
 		{"proxy", "extra"},
 		{"proxy", "-pac", "*.example"},
 		{"proxy", "-pac", "a b=127.0.0.1:8081"},
+		{"proxy", "-tls-listen", "127.0.0.1:0"},
+		{"proxy", "-cert", "c.pem", "-key", "k.pem"},
 	} {
 		var stderr strings.Builder
 		assert.Equal(t, 2, run(context.Background(), args, io.Discard, &stderr, loopManager(t, "")), "%v: %s", args, stderr.String())
 	}
+}
+
+// -tls-listen serves HTTPS proxy clients with the certificate of -cert
+// and -key: net/http through it (HTTP/1.1 over TLS to the proxy).
+func TestProxyCommandTLS(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "via "+r.Header.Get("Via"))
+	}))
+	defer upstream.Close()
+	ca, err := testbed.NewCA()
+	require.NoError(t, err)
+	chain, key, err := ca.ServerPEM()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	require.NoError(t, os.WriteFile(certFile, chain, 0o600))
+	require.NoError(t, os.WriteFile(keyFile, key, 0o600))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"proxy", "-tls-listen", "127.0.0.1:0", "-cert", certFile, "-key", keyFile}, io.Discard, pw, loopManager(t, ""))
+		pw.Close()
+	}()
+	listening := regexp.MustCompile(`proxy: listening" addr=(\S+)`)
+	sc := bufio.NewScanner(pr)
+	var addr string
+	for addr == "" && sc.Scan() {
+		if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+			addr = m[1]
+		}
+	}
+	require.NotEmpty(t, addr, "the listener is logged")
+	go io.Copy(io.Discard, pr)
+
+	tr := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "https", Host: addr}), TLSClientConfig: &tls.Config{RootCAs: ca.Pool}}
+	resp, err := (&http.Client{Transport: tr}).Get(upstream.URL)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	tr.CloseIdleConnections()
+	assert.Equal(t, "via 1.1 intents-proxy", string(body))
+	cancel()
+	assert.Equal(t, 0, <-code)
 }

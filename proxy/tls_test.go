@@ -1,0 +1,319 @@
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
+
+	"github.com/sockintents/intents"
+	"github.com/sockintents/intents/internal/testbed"
+)
+
+// tlsProxy is a testProxy that also serves HTTPS proxy clients at tlsAddr,
+// with a certificate of ca.
+type tlsProxy struct {
+	*testProxy
+	tlsAddr string
+	ca      *testbed.CA
+}
+
+func newTLSProxy(t *testing.T, configure func(*Server)) *tlsProxy {
+	t.Helper()
+	p := newTestProxy(t, intents.Intents{}, configure)
+	ca, err := testbed.NewCA()
+	require.NoError(t, err)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() {
+		served <- p.ServeTLS(l, &tls.Config{Certificates: []tls.Certificate{ca.Cert}}, intents.Intents{})
+	}()
+	t.Cleanup(func() {
+		require.NoError(t, p.Close())
+		assert.ErrorIs(t, <-served, ErrServerClosed)
+	})
+	return &tlsProxy{testProxy: p, tlsAddr: l.Addr().String(), ca: ca}
+}
+
+// h2Conn is an HTTP/2 connection to the proxy, as a browser keeps to an
+// HTTPS proxy: every request on it, an http URL's origin in :authority.
+func (p *tlsProxy) h2Conn(t *testing.T) *http2.ClientConn {
+	t.Helper()
+	d := tls.Dialer{Config: &tls.Config{RootCAs: p.ca.Pool, ServerName: "localhost", NextProtos: []string{"h2"}}}
+	c, err := d.DialContext(t.Context(), "tcp", p.tlsAddr)
+	require.NoError(t, err)
+	require.Equal(t, "h2", c.(*tls.Conn).ConnectionState().NegotiatedProtocol, "the proxy chooses HTTP/2")
+	cc, err := (&http2.Transport{}).NewClientConn(c)
+	require.NoError(t, err)
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// connectStream opens a tunnel to target on an HTTP/2 stream: what is
+// written to the returned writer goes to target, the response's body is
+// what comes back.
+func connectStream(ctx context.Context, t *testing.T, cc *http2.ClientConn, target string) (*io.PipeWriter, *http.Response, error) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	req, err := http.NewRequestWithContext(ctx, http.MethodConnect, "http://"+target, pr)
+	require.NoError(t, err)
+	req.URL = &url.URL{Host: target}
+	resp, err := cc.RoundTrip(req)
+	if err != nil {
+		pw.Close()
+	}
+	return pw, resp, err
+}
+
+// Over HTTP/2 a proxy request's origin comes in :authority: all of a
+// page's requests go on one connection, each forwarded byte for byte with
+// Via "2", and a refusal answers its own stream without ending the
+// connection's others.
+func TestHTTP2ProxyRequests(t *testing.T) {
+	objects := make([][]byte, 16)
+	for i := range objects {
+		objects[i] = randomBytes(t, 64<<10+i)
+	}
+	var via sync.Map
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/"))
+		via.Store(r.Header.Get("Via"), true)
+		w.Write(objects[i])
+	}))
+	defer upstream.Close()
+	p := newTLSProxy(t, func(s *Server) { s.PathHeader = "Intents-Path" })
+	cc := p.h2Conn(t)
+
+	var wg sync.WaitGroup
+	for i := range objects {
+		wg.Go(func() {
+			resp, err := cc.RoundTrip(httptest.NewRequest("GET", fmt.Sprintf("%s/%d", upstream.URL, i), nil).WithContext(t.Context()))
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			assert.NoError(t, err)
+			assert.Equal(t, http.StatusOK, resp.StatusCode)
+			assert.Equal(t, sha256.Sum256(objects[i]), sha256.Sum256(body), "object %d", i)
+			assert.Equal(t, "system", resp.Header.Get("Intents-Path"), "a loopback destination: routed by the system")
+		})
+	}
+	wg.Wait()
+	got := map[any]bool{}
+	via.Range(func(k, _ any) bool { got[k] = true; return true })
+	assert.Equal(t, map[any]bool{"2 intents-proxy": true}, got)
+
+	// A tunnel to a port not allowed is refused on its stream alone.
+	_, resp, err := connectStream(t.Context(), t, cc, "127.0.0.1:25")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+	resp, err = cc.RoundTrip(httptest.NewRequest("GET", upstream.URL+"/0", nil).WithContext(t.Context()))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	// A request for the proxy itself is no proxy request.
+	resp, err = cc.RoundTrip(httptest.NewRequest("GET", "http://"+p.tlsAddr+"/x", nil).WithContext(t.Context()))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+}
+
+// echoServer echoes each connection until its client's end, then closes
+// it. conns gets each accepted connection.
+func echoServer(t *testing.T, conns chan<- net.Conn) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		l.Close()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if conns != nil {
+				conns <- c
+				continue
+			}
+			wg.Go(func() {
+				defer c.Close()
+				io.Copy(c, c)
+			})
+		}
+	})
+	return l.Addr().String()
+}
+
+// CONNECT on an HTTP/2 stream is a tunnel: byte-exact both ways, the
+// client's end of its half passed on, the upstream's end ending the
+// stream, and both directions counted.
+func TestHTTP2ConnectTunnel(t *testing.T) {
+	target := echoServer(t, nil)
+	_, portText, _ := net.SplitHostPort(target)
+	portNum, _ := strconv.Atoi(portText)
+	p := newTLSProxy(t, func(s *Server) { s.ConnectPorts = []uint16{uint16(portNum)} })
+	cc := p.h2Conn(t)
+
+	data := randomBytes(t, 1<<20)
+	pw, resp, err := connectStream(t.Context(), t, cc, target)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	go func() {
+		pw.Write(data)
+		pw.Close() // the client's half ends: the echo server then closes
+	}()
+	back, err := io.ReadAll(resp.Body)
+	require.NoError(t, err, "the upstream's orderly end ends the stream")
+	assert.Equal(t, sha256.Sum256(data), sha256.Sum256(back))
+
+	var metrics strings.Builder
+	require.Eventually(t, func() bool {
+		metrics.Reset()
+		p.Metrics(&metrics)
+		return strings.Contains(metrics.String(), `intents_proxy_tunnels_total{path="system"} 1`)
+	}, 10*time.Second, 10*time.Millisecond, "the tunnel counted once ended")
+	assert.Contains(t, metrics.String(), fmt.Sprintf(`intents_proxy_tunnel_received_bytes_total{path="system"} %d`, len(data)))
+	assert.Contains(t, metrics.String(), fmt.Sprintf(`intents_proxy_tunnel_sent_bytes_total{path="system"} %d`, len(data)))
+}
+
+// An upstream that resets its connection resets the tunnel's stream: the
+// client sees an error, never an orderly end it could take for the whole.
+func TestHTTP2TunnelResetIsPassedOn(t *testing.T) {
+	conns := make(chan net.Conn, 1)
+	target := echoServer(t, conns)
+	_, portText, _ := net.SplitHostPort(target)
+	portNum, _ := strconv.Atoi(portText)
+	p := newTLSProxy(t, func(s *Server) { s.ConnectPorts = []uint16{uint16(portNum)} })
+	cc := p.h2Conn(t)
+
+	pw, resp, err := connectStream(t.Context(), t, cc, target)
+	require.NoError(t, err)
+	defer pw.Close()
+	defer resp.Body.Close()
+	up := <-conns
+	_, err = up.Write([]byte("partial"))
+	require.NoError(t, err)
+	up.(*net.TCPConn).SetLinger(0)
+	up.Close()
+	got, err := io.ReadAll(resp.Body)
+	assert.Error(t, err, "a reset upstream resets the stream")
+	assert.Equal(t, "partial", string(got))
+}
+
+// A client that resets its stream (a browser cancelling) ends the
+// tunnel at once, its upstream connection included, even while the
+// upstream stays silent and keeps its side open.
+func TestHTTP2ClientGoneEndsTheTunnel(t *testing.T) {
+	conns := make(chan net.Conn, 1)
+	target := echoServer(t, conns)
+	_, portText, _ := net.SplitHostPort(target)
+	portNum, _ := strconv.Atoi(portText)
+	p := newTLSProxy(t, func(s *Server) { s.ConnectPorts = []uint16{uint16(portNum)} })
+	cc := p.h2Conn(t)
+
+	pw, resp, err := connectStream(t.Context(), t, cc, target)
+	require.NoError(t, err)
+	defer pw.Close()
+	up := <-conns
+	defer up.Close()
+	resp.Body.Close() // before the stream's end: a reset (RST_STREAM)
+	var metrics strings.Builder
+	require.Eventually(t, func() bool {
+		metrics.Reset()
+		p.Metrics(&metrics)
+		return strings.Contains(metrics.String(), `intents_proxy_tunnels_total{path="system"} 1`)
+	}, 10*time.Second, 10*time.Millisecond, "the tunnel ends with its stream")
+	up.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = up.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF)
+}
+
+// Close ends the tunnels on HTTP/2 streams too, and returns.
+func TestHTTP2CloseEndsTunnels(t *testing.T) {
+	conns := make(chan net.Conn, 1)
+	target := echoServer(t, conns)
+	_, portText, _ := net.SplitHostPort(target)
+	portNum, _ := strconv.Atoi(portText)
+	p := newTLSProxy(t, func(s *Server) { s.ConnectPorts = []uint16{uint16(portNum)} })
+	cc := p.h2Conn(t)
+
+	pw, resp, err := connectStream(t.Context(), t, cc, target)
+	require.NoError(t, err)
+	defer pw.Close()
+	defer resp.Body.Close()
+	up := <-conns
+	defer up.Close()
+	require.NoError(t, p.Close())
+	up.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = up.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "the upstream connection ends (not the 10 s deadline)")
+	_, err = io.ReadAll(resp.Body)
+	assert.Error(t, err)
+}
+
+// A client without HTTP/2 is served HTTP/1.1 over TLS: net/http with an
+// https proxy URL, plain requests and tunnels.
+func TestHTTPSProxyHTTP1(t *testing.T) {
+	object := randomBytes(t, 200<<10)
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Via", r.Header.Get("Via"))
+		w.Write(object)
+	}))
+	defer plain.Close()
+	secure := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(object) }))
+	defer secure.Close()
+	u, _ := url.Parse(secure.URL)
+	portNum, _ := strconv.Atoi(u.Port())
+	p := newTLSProxy(t, func(s *Server) { s.ConnectPorts = []uint16{uint16(portNum)} })
+	roots := p.ca.Pool.Clone() // the proxy's certificate and the server's
+	roots.AddCert(secure.Certificate())
+	tlsConf := &tls.Config{RootCAs: roots}
+	tr := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "https", Host: p.tlsAddr}), TLSClientConfig: tlsConf}
+	defer tr.CloseIdleConnections()
+	for _, target := range []string{plain.URL, secure.URL} {
+		resp, err := (&http.Client{Transport: tr}).Get(target)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		assert.Equal(t, sha256.Sum256(object), sha256.Sum256(body), target)
+		if target == plain.URL {
+			assert.Equal(t, "1.1 intents-proxy", resp.Header.Get("X-Via"))
+		}
+	}
+}
+
+// ServeTLS without a certificate is an error, not a listener that fails
+// every handshake.
+func TestServeTLSNeedsACertificate(t *testing.T) {
+	s := &Server{}
+	defer s.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	assert.Error(t, s.ServeTLS(l, &tls.Config{}, intents.Intents{}))
+	_, err = net.Dial("tcp", l.Addr().String())
+	assert.Error(t, err, "the listener is closed")
+}
