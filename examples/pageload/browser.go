@@ -13,8 +13,10 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/sockintents/intents/internal/pageload"
@@ -23,16 +25,17 @@ import (
 
 // browser is how a page loader starts headless Chromium.
 type browser struct {
-	// Proxy is the proxy's address (host:port); nothing bypasses it.
-	// Empty: no proxy.
+	// Proxy is the proxy's URL (http://host:port, or https:// for one
+	// the browser reaches over TLS); nothing bypasses it. Empty: no proxy.
 	Proxy string
 	// Netns, if set, names the namespace the browser runs in (see
 	// testbed.Isolated): one whose only route leads to the proxy.
 	Netns string
 	// SPKI is the base64 SHA-256 of the public key of the web servers'
-	// certificate, which the browser then accepts though no CA it knows
-	// signed it (Chromium's --ignore-certificate-errors-spki-list: for
-	// that key only, where --ignore-certificate-errors would take any).
+	// certificate (and, after a comma, the proxy's), which the browser
+	// then accepts though no CA it knows signed it (Chromium's
+	// --ignore-certificate-errors-spki-list: for those keys only, where
+	// --ignore-certificate-errors would take any).
 	SPKI string
 }
 
@@ -58,6 +61,9 @@ type browserResult struct {
 	// Bytes are the bodies' bytes the browser received, the page's and
 	// its subresources' (of hosts that allow it: Timing-Allow-Origin).
 	Bytes int64
+	// Failed are the network errors of the requests that failed, with
+	// their URLs ("net::ERR_… URL"), as the browser reported them.
+	Failed []string
 }
 
 // load loads url in a new headless Chromium: a fresh profile (no cache,
@@ -75,9 +81,12 @@ func (b browser) load(ctx context.Context, url string) (browserResult, error) {
 		chromedp.NoSandbox,
 		chromedp.UserDataDir(profile),
 		chromedp.Flag("disk-cache-size", "1"),
+		// Chromium's own requests (component updates) would queue at the
+		// proxy beside the page's.
+		chromedp.Flag("disable-component-update", true),
 	)
 	if b.Proxy != "" {
-		opts = append(opts, chromedp.ProxyServer("http://"+b.Proxy),
+		opts = append(opts, chromedp.ProxyServer(b.Proxy),
 			// Nothing bypasses the proxy, loopback included.
 			chromedp.Flag("proxy-bypass-list", "<-loopback>"))
 	}
@@ -103,6 +112,24 @@ func (b browser) load(ctx context.Context, url string) (browserResult, error) {
 	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
 		return browserResult{}, fmt.Errorf("browser: starting: %w", err)
 	}
+	var (
+		mu     sync.Mutex
+		urls   = map[network.RequestID]string{}
+		failed []string
+	)
+	err = chromedp.Listen(bctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			urls[e.RequestID] = e.Request.URL
+		case *network.EventLoadingFailed:
+			failed = append(failed, e.ErrorText+" "+urls[e.RequestID])
+		}
+	})
+	if err != nil {
+		return browserResult{}, fmt.Errorf("browser: %w", err)
+	}
 	if err := chromedp.Do(bctx, chromedp.Navigate(url)); err != nil {
 		return browserResult{}, fmt.Errorf("browser: %s: %w", url, err)
 	}
@@ -114,8 +141,10 @@ func (b browser) load(ctx context.Context, url string) (browserResult, error) {
 	if err != nil {
 		return browserResult{}, fmt.Errorf("browser: %s: %w", url, err)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	return browserResult{PLT: time.Duration(got.PLT * float64(time.Millisecond)), Resources: int(got.Resources), Late: int(got.Late),
-		Bytes: int64(got.Bytes)}, nil
+		Bytes: int64(got.Bytes), Failed: failed}, nil
 }
 
 // loadTimes resolves, once the page's load event has run, to its load

@@ -89,6 +89,7 @@ func TestNetnsBrowser(t *testing.T) {
 	requireChromium(t)
 	tb, web, cfg, times := browserTestbed(t, waitingPage)
 	for _, key := range []string{"browser-path1", "browser-path2", "browser-twin", "browser-rr", "browser-eaf",
+		"browser-h2-path1", "browser-h2-path2", "browser-h2-rr", "browser-h2-eaf",
 		"browser-tls-path1", "browser-tls-path2", "browser-tls-eaf", "browser-tls-mptcp"} {
 		t.Run(key, func(t *testing.T) {
 			cfg := cfg
@@ -105,10 +106,13 @@ func TestNetnsBrowser(t *testing.T) {
 					continue
 				}
 				seen = append(seen, strings.SplitN(r.URI, "?", 2)[0])
-				if strings.HasPrefix(key, "browser-tls-") {
+				switch {
+				case strings.HasPrefix(key, "browser-tls-"):
 					assert.Equal(t, "HTTP/2.0", r.Proto, r.URI)
-				} else {
-					assert.Contains(t, r.Via, "intents-proxy", "%s came through the proxy", r.URI)
+				case strings.HasPrefix(key, "browser-h2-"):
+					assert.Equal(t, "2 intents-proxy", r.Via, "%s came to the proxy over HTTP/2", r.URI)
+				default:
+					assert.Equal(t, "1.1 intents-proxy", r.Via, "%s came through the proxy", r.URI)
 				}
 			}
 			var want []string
@@ -128,7 +132,7 @@ func TestNetnsBrowser(t *testing.T) {
 				assert.Equal(t, map[string]int{"p1": len(want)}, recs[0].Paths)
 			case strings.HasSuffix(key, "path2"):
 				assert.Equal(t, map[string]int{"p2": len(want)}, recs[0].Paths)
-			case key == "browser-rr":
+			case strings.HasSuffix(key, "-rr"):
 				assert.Len(t, recs[0].Paths, 2, "both paths: %v", recs[0].Paths)
 			}
 		})
@@ -197,17 +201,20 @@ func TestBrowserRule(t *testing.T) {
 	scens, err := parseScenarios("symmetric", testTraces)
 	require.NoError(t, err)
 	w := pageload.Uniform(32, 100_000, 1)
-	keys := []string{"path1", "path2", "browser-path1", "browser-path2", "browser-twin", "browser-eaf", "browser-tls-path1", "browser-tls-path2", "browser-tls-eaf"}
+	keys := []string{"path1", "path2", "browser-path1", "browser-path2", "browser-twin", "browser-eaf",
+		"browser-h2-path1", "browser-h2-path2", "browser-h2-eaf", "browser-tls-path1", "browser-tls-path2", "browser-tls-eaf"}
 	loads := map[string]map[string][]time.Duration{scens[0].Name: {
 		"path1": msOf(100, 100, 100), "path2": msOf(100, 100, 100), // net/http's: not the browser's baselines
 		"browser-path1": msOf(4000, 4100, 4200), "browser-path2": msOf(5000, 5000, 5000),
 		"browser-twin": msOf(3900, 4200, 4300), "browser-eaf": msOf(2900, 3000, 3100),
 		"browser-tls-path1": msOf(4000, 4000, 4000), "browser-tls-path2": msOf(5000, 5000, 5000),
-		"browser-tls-eaf": msOf(4400, 4400, 4500),
+		"browser-tls-eaf":  msOf(4400, 4400, 4500),
+		"browser-h2-path1": msOf(3000, 3000, 3000), "browser-h2-path2": msOf(5000, 5000, 5000),
+		"browser-h2-eaf": msOf(2500, 2500, 2600),
 	}}
 	res := newResults(scens, []pageload.Workload{w}, keys, recordsOf(loads, w))
 	cells := res.browserTests()
-	require.Len(t, cells, 3, "the twin, EAF over HTTP, EAF over HTTPS")
+	require.Len(t, cells, 4, "the twin, EAF over HTTP (to the proxy: HTTP/1.1 and HTTP/2), EAF over HTTPS")
 	byKey := map[string]browserCell{}
 	for _, c := range cells {
 		byKey[c.contender] = c
@@ -217,14 +224,18 @@ func TestBrowserRule(t *testing.T) {
 	assert.InDelta(t, 1-3000.0/4100, byKey["browser-eaf"].faster(), 1e-9)
 	assert.False(t, byKey["browser-eaf"].slower())
 	assert.False(t, byKey["browser-twin"].slower(), "a twin's interval reaches below 1.05")
+	assert.Equal(t, "browser-h2-path1", byKey["browser-h2-eaf"].better)
+	assert.InDelta(t, 2500.0/3000, byKey["browser-h2-eaf"].ratio, 1e-9)
 	assert.Equal(t, "browser-tls-path1", byKey["browser-tls-eaf"].better)
 	assert.True(t, byKey["browser-tls-eaf"].slower(), "1.10 × every time")
 	assert.Equal(t, cells, res.browserTests(), "the same loads, the same report")
 
 	var out strings.Builder
 	res.printBrowser(&out)
-	assert.Contains(t, out.String(), "goal, symmetric 32×100KB: EAF at least 25 % faster than the better path: +27 %")
+	assert.Contains(t, out.String(), "goal, symmetric 32×100KB: EAF (Chromium via the proxy) at least 25 % faster than the better path: +27 %")
 	assert.Contains(t, out.String(), ": met")
 	assert.Contains(t, out.String(), "EAF (Chromium, HTTPS tunnels): slower in 1 of 1 cells")
-	assert.Len(t, res.browserRows(), 4, "a header and a row per cell tested")
+	assert.Contains(t, out.String(), "goal, symmetric 32×100KB: EAF (Chromium via the proxy, HTTP/2) at least 25 % faster than the better path: +17 %")
+	assert.Contains(t, out.String(), ": not met")
+	assert.Len(t, res.browserRows(), 5, "a header and a row per cell tested")
 }

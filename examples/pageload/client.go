@@ -87,9 +87,15 @@ var (
 		"browser-path2": "path 2 (Chromium via the proxy)",
 		// Path 1 again: a copy of a baseline, measured as a contender of
 		// its own, which every rule must pass.
-		"browser-twin":      "path 1 again (Chromium, a twin)",
-		"browser-rr":        "round robin (Chromium via the proxy)",
-		"browser-eaf":       "EAF (Chromium via the proxy)",
+		"browser-twin": "path 1 again (Chromium, a twin)",
+		"browser-rr":   "round robin (Chromium via the proxy)",
+		"browser-eaf":  "EAF (Chromium via the proxy)",
+		// The same over HTTP/2 between Chromium and the proxy (an HTTPS
+		// proxy): all of a page's requests reach the proxy at once.
+		"browser-h2-path1":  "path 1 (Chromium via the proxy, HTTP/2)",
+		"browser-h2-path2":  "path 2 (Chromium via the proxy, HTTP/2)",
+		"browser-h2-rr":     "round robin (Chromium via the proxy, HTTP/2)",
+		"browser-h2-eaf":    "EAF (Chromium via the proxy, HTTP/2)",
 		"browser-tls-path1": "path 1 (Chromium, HTTPS tunnels)",
 		"browser-tls-path2": "path 2 (Chromium, HTTPS tunnels)",
 		"browser-tls-eaf":   "EAF (Chromium, HTTPS tunnels)",
@@ -101,6 +107,7 @@ var (
 	// its path 1 (the rules' own noise), and the Go client's on the same
 	// cells.
 	browserContenders = []string{"path1", "path2", "eaf", "browser-path1", "browser-path2", "browser-twin", "browser-rr", "browser-eaf",
+		"browser-h2-path1", "browser-h2-path2", "browser-h2-eaf",
 		"browser-tls-path1", "browser-tls-path2", "browser-tls-eaf", "browser-tls-mptcp"}
 )
 
@@ -110,12 +117,19 @@ var (
 var browserKinds = map[string]struct {
 	require                  string
 	roundRobin, https, mptcp bool
+	// h2Proxy: the browser reaches the proxy over HTTPS, with HTTP/2, and
+	// so sends it all of a page's requests at once.
+	h2Proxy bool
 }{
 	"browser-path1":     {require: "p1"},
 	"browser-path2":     {require: "p2"},
 	"browser-twin":      {require: "p1"},
 	"browser-rr":        {roundRobin: true},
 	"browser-eaf":       {},
+	"browser-h2-path1":  {require: "p1", h2Proxy: true},
+	"browser-h2-path2":  {require: "p2", h2Proxy: true},
+	"browser-h2-rr":     {roundRobin: true, h2Proxy: true},
+	"browser-h2-eaf":    {h2Proxy: true},
 	"browser-tls-path1": {require: "p1", https: true},
 	"browser-tls-path2": {require: "p2", https: true},
 	"browser-tls-eaf":   {https: true},
@@ -129,6 +143,8 @@ func singlesOf(c string) []string {
 	switch {
 	case strings.HasPrefix(c, "browser-tls-"):
 		return []string{"browser-tls-path1", "browser-tls-path2"}
+	case strings.HasPrefix(c, "browser-h2-"):
+		return []string{"browser-h2-path1", "browser-h2-path2"}
 	case isBrowser(c):
 		return []string{"browser-path1", "browser-path2"}
 	}
@@ -189,7 +205,11 @@ func newContender(key string, cfg config) contender {
 		if cfg.Trace == key {
 			logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		}
-		m, err := intents.NewManager(intents.Config{Paths: paths, Policy: p, NoWatch: true, MPTCPEndpoints: true, Logger: logger})
+		// No name servers: the pages name their hosts by address, and
+		// nothing asked for by name (a browser's own background requests)
+		// is looked up beyond the testbed.
+		m, err := intents.NewManager(intents.Config{Paths: paths, Policy: p, NoWatch: true, MPTCPEndpoints: true, Logger: logger,
+			ResolvConf: os.DevNull})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -257,6 +277,7 @@ func newContender(key string, cfg config) contender {
 		}
 		return viaProxy(c, in, perHost)
 	case "browser-path1", "browser-path2", "browser-twin", "browser-eaf", "browser-rr",
+		"browser-h2-path1", "browser-h2-path2", "browser-h2-rr", "browser-h2-eaf",
 		"browser-tls-path1", "browser-tls-path2", "browser-tls-eaf", "browser-tls-mptcp":
 		kind := browserKinds[key]
 		var p intents.Policy = &policy.EAF{}
@@ -272,7 +293,7 @@ func newContender(key string, cfg config) contender {
 			in.Multipath = intents.MultipathAggregate
 		}
 		c.https = kind.https
-		return viaBrowser(c, in, cfg)
+		return viaBrowser(c, in, cfg, kind.h2Proxy)
 	case "mptcp":
 		// Plain net/http over MPTCP connections whose first subflow is on
 		// path 1.
@@ -288,16 +309,23 @@ func newContender(key string, cfg config) contender {
 }
 
 // startProxy serves a proxy with c's Transport and Manager on addr
-// (host:0), with intents in, to the clients of allow (nil: loopback). It
-// returns the proxy's address and how to stop it.
-func startProxy(c contender, in intents.Intents, addr string, allow []netip.Prefix) (string, func()) {
+// (host:0), with intents in, to the clients of allow (nil: loopback),
+// over TLS with tlsConf if set. It returns the proxy's address and how to
+// stop it.
+func startProxy(c contender, in intents.Intents, addr string, allow []netip.Prefix, tlsConf *tls.Config) (string, func()) {
 	s := &proxy.Server{Transport: c.rt.(*intents.Transport), Dialer: &intents.Dialer{Manager: c.m}, PathHeader: "Intents-Path", Allow: allow}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		log.Fatal(err)
 	}
 	served := make(chan error, 1)
-	go func() { served <- s.Serve(l, in) }()
+	go func() {
+		if tlsConf != nil {
+			served <- s.ServeTLS(l, tlsConf, in)
+			return
+		}
+		served <- s.Serve(l, in)
+	}()
 	return l.Addr().String(), func() {
 		s.Close()
 		<-served
@@ -309,7 +337,7 @@ func startProxy(c contender, in intents.Intents, addr string, allow []netip.Pref
 // limits: c then loads through the proxy.
 func viaProxy(c contender, in intents.Intents, perHost int) contender {
 	tr := c.rt.(*intents.Transport)
-	addr, stop := startProxy(c, in, "127.0.0.1:0", nil)
+	addr, stop := startProxy(c, in, "127.0.0.1:0", nil, nil)
 	client := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: addr}),
 		MaxConnsPerHost: perHost, MaxIdleConnsPerHost: perHost}
 	c.close = func() {
@@ -323,11 +351,29 @@ func viaProxy(c contender, in intents.Intents, perHost int) contender {
 
 // viaBrowser gives c's Transport and Manager to a proxy, with intents in,
 // for a browser in the isolated namespace (cfg.Browser), whose only
-// route leads to it.
-func viaBrowser(c contender, in intents.Intents, cfg config) contender {
+// route leads to it. With h2 the proxy serves HTTPS (a certificate of its
+// own, which the browser accepts by its key) and the browser speaks
+// HTTP/2 to it.
+func viaBrowser(c contender, in intents.Intents, cfg config, h2 bool) contender {
 	iso := cfg.Browser
-	addr, stop := startProxy(c, in, net.JoinHostPort(iso.Gateway.String(), "0"), []netip.Prefix{netip.PrefixFrom(iso.Addr, 32)})
-	c.browser = &browser{Proxy: addr, Netns: iso.Netns, SPKI: iso.SPKI}
+	b := &browser{Netns: iso.Netns, SPKI: iso.SPKI}
+	var tlsConf *tls.Config
+	scheme := "http"
+	if h2 {
+		ca, err := testbed.NewCA(iso.Gateway)
+		if err != nil {
+			log.Fatal(err)
+		}
+		spki, err := spkiHash(ca.Cert.Certificate[0])
+		if err != nil {
+			log.Fatal(err)
+		}
+		tlsConf, scheme = &tls.Config{Certificates: []tls.Certificate{ca.Cert}}, "https"
+		b.SPKI += "," + spki
+	}
+	addr, stop := startProxy(c, in, net.JoinHostPort(iso.Gateway.String(), "0"), []netip.Prefix{netip.PrefixFrom(iso.Addr, 32)}, tlsConf)
+	b.Proxy = scheme + "://" + addr
+	c.browser = b
 	c.close = stop
 	return c
 }
@@ -414,9 +460,9 @@ func client() {
 				log.Printf("%s, %s, %s: load failed after %v: %v", cfg.Scenario, w.Name, contenderNames[c.key], time.Since(start).Round(time.Millisecond), err)
 				res.PLT = time.Since(start)
 			}
-			after, err := server.TCPCounters()
-			if err != nil {
-				log.Fatal(err)
+			after, cerr := server.TCPCounters() // not err: the load's, returned below
+			if cerr != nil {
+				log.Fatal(cerr)
 			}
 			c.closeIdle()
 			tcp := after.Sub(before)
@@ -504,6 +550,8 @@ func browserLoad(ctx context.Context, c contender, site *pageload.Site, p int, t
 	switch want := len(site.Pages[p].Objects) - 1; {
 	case err != nil:
 		return res, err
+	case len(br.Failed) > 0:
+		return res, fmt.Errorf("browser: %d requests failed; the first: %s", len(br.Failed), br.Failed[0])
 	case br.Resources != want:
 		return res, fmt.Errorf("browser: %d of the page's %d objects fetched", br.Resources, want)
 	case br.Late > 0:

@@ -498,6 +498,20 @@ func TestFailedLoadsCountApart(t *testing.T) {
 	assert.Equal(t, "1", rows[2][slices.Index(rows[0], "loads_failed")], "EAF's row")
 }
 
+// A load that fails (here at once: an object of a negative size) is
+// recorded as failed, with its error, not as a load that completed.
+func TestNetnsFailedLoadIsRecorded(t *testing.T) {
+	testbed.RequireRoot(t)
+	scens, err := parseScenarios("20M/10ms+20M/10ms", testTraces)
+	require.NoError(t, err)
+	w := pageload.Workload{Name: "invalid", Objects: []pageload.Object{{Size: 1000}, {Size: -1, Deps: []int{0}}}}
+	r := run{workloads: []pageload.Workload{w}, contenders: []string{"path1"}, reps: 1}
+	records, err := r.all(scens)
+	require.NoError(t, err)
+	require.Len(t, records, 1)
+	assert.Contains(t, records[0].Failed, "negative host or size", "the load's error")
+}
+
 // msOf is load times in milliseconds.
 func msOf(v ...int) []time.Duration {
 	d := make([]time.Duration, len(v))

@@ -483,11 +483,12 @@ func (r *results) plotPLT(name string) error {
 	return saveBoth(p, vg.Length(max(6, 1.4*float64(len(r.cells))))*vg.Inch, 5*vg.Inch, name)
 }
 
-// seriesColor is the i-th of 14 distinct colours (plotutil's soft ones,
-// then its dark ones), so that a run with every browser contender still
-// tells its series apart.
+// seriesColor is the i-th of 17 distinct colours (plotutil's soft ones,
+// its dark ones, then black and two greys), so that a run with every
+// browser contender and the lower bound still tells its series apart.
 func seriesColor(i int) color.Color {
 	all := append(slices.Clone(plotutil.SoftColors), plotutil.DarkColors...)
+	all = append(all, color.Black, color.Gray{Y: 0x60}, color.Gray{Y: 0xb0})
 	return all[i%len(all)]
 }
 

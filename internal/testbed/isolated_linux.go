@@ -30,6 +30,15 @@ func (tb *Testbed) AddIsolated() (*Isolated, error) {
 }
 
 func (iso *Isolated) setup(client *Netns) error {
+	// No IPv6: its link-local address would appear a second or two after
+	// the link comes up, and a browser started before then takes that
+	// for a network change and fails its requests in flight
+	// (net::ERR_NETWORK_CHANGED).
+	for _, key := range []string{"net/ipv6/conf/all/disable_ipv6", "net/ipv6/conf/default/disable_ipv6"} {
+		if err := iso.Sysctl(key, "1"); err != nil {
+			return err
+		}
+	}
 	if err := run("ip", "link", "add", "isoc", "netns", client.Name, "type", "veth", "peer", "name", "iso", "netns", iso.Name); err != nil {
 		return err
 	}

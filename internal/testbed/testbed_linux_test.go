@@ -500,3 +500,19 @@ func TestSpecOptions(t *testing.T) {
 	assert.Greater(t, median(via2), 30*time.Millisecond, "bound to path 2's address, the connection took path 2")
 	assert.Equal(t, before, tb.Paths[0].Up.Stats().Packets, "nothing crossed path 1")
 }
+
+// The isolated namespace has a route to the client's gateway and none
+// beyond, and no IPv6: no address appears in it after it is made, which a
+// browser started there would take for a network change.
+func TestIsolated(t *testing.T) {
+	tb := New(t, Spec{Paths: []PathSpec{Symmetric(4*time.Millisecond, 0)}})
+	iso, err := tb.AddIsolated()
+	require.NoError(t, err)
+	out, err := exec.Command("ip", "-n", iso.Name, "-6", "addr", "show").CombinedOutput()
+	require.NoError(t, err)
+	assert.Empty(t, strings.TrimSpace(string(out)), "no IPv6 address")
+	out, err = exec.Command("ip", "-n", iso.Name, "route", "get", tb.Hosts[0].String()).CombinedOutput()
+	assert.Error(t, err, "no route to the servers: %s", out)
+	out, err = exec.Command("ip", "-n", iso.Name, "route", "get", iso.Gateway.String()).CombinedOutput()
+	assert.NoError(t, err, "a route to the gateway: %s", out)
+}
