@@ -9,6 +9,7 @@ package proxy
 import (
 	"bufio"
 	"crypto/sha256"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -82,7 +83,7 @@ func TestNetnsProxy(t *testing.T) {
 	t.Run("route", func(t *testing.T) {
 		testbed.RunTest(t, tb.Client, "TestNetnsProxyChild", "route "+dir+" "+host)
 		seen := nginxLog(t, dir)
-		for _, id := range []string{"header-p1", "header-p2", "listener-p2", "tls1-p2", "tls2-p2", "socks-p1", "socks-p2"} {
+		for _, id := range []string{"header-p1", "header-p2", "listener-p2", "tls1-p2", "tls2-p2", "socks-p1", "socks-p2", "httpsproxy-p2", "httpsproxy-tls-p2"} {
 			require.NotEmpty(t, seen[id], "%s reached nginx", id)
 			want := pathAddr[id[len(id)-2:]]
 			for _, l := range seen[id] {
@@ -180,7 +181,7 @@ func TestNetnsProxyChild(t *testing.T) {
 	defer m.Close()
 	s := &Server{Transport: &intents.Transport{Manager: m}, Dialer: &intents.Dialer{Manager: m}, PathHeader: "Intents-Path"}
 	defer s.Transport.CloseIdleConnections()
-	listen := func(in string, socks bool) string {
+	listen := func(in string, socks, tlsProxy bool) string {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		li, err := intents.ParseIntents(in)
@@ -188,6 +189,14 @@ func TestNetnsProxyChild(t *testing.T) {
 		serve := s.Serve
 		if socks {
 			serve = s.ServeSOCKS
+		}
+		if tlsProxy {
+			// nginx's certificate, which is for 127.0.0.1 too.
+			cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "server.pem"), filepath.Join(dir, "server.key"))
+			require.NoError(t, err)
+			serve = func(l net.Listener, in intents.Intents) error {
+				return s.ServeTLS(l, &tls.Config{Certificates: []tls.Certificate{cert}}, in)
+			}
 		}
 		done := make(chan error, 1)
 		go func() { done <- serve(l, li) }()
@@ -202,10 +211,10 @@ func TestNetnsProxyChild(t *testing.T) {
 
 	switch kase {
 	case "route":
-		plain := listen("", false)
-		p2 := listen("require=p2", false)
-		socks1 := listen("require=p1", true)
-		socks2 := listen("require=p2", true)
+		plain := listen("", false, false)
+		p2 := listen("require=p2", false, false)
+		socks1 := listen("require=p1", true, false)
+		socks2 := listen("require=p2", true, false)
 		curlObject(t, netnsObject, "-x", plain, "-H", "Intents: require=p1", obj+"header-p1")
 		out, err := exec.Command("curl", "-sS", "-o", "/dev/null", "-D", "-", "-x", plain, "-H", "Intents: require=p2", obj+"header-p2").Output()
 		require.NoError(t, err)
@@ -216,22 +225,27 @@ func TestNetnsProxyChild(t *testing.T) {
 		curlObject(t, netnsObject, "-x", p2, "--cacert", ca, "--http2", "https://"+host+"/obj?id=tls2-p2")
 		curlObject(t, netnsObject, "--socks5-hostname", socks1, obj+"socks-p1")
 		curlObject(t, netnsObject, "--socks5-hostname", socks2, obj+"socks-p2")
+		// curl through the proxy's HTTPS listener (HTTP/1.1 over TLS to
+		// it: this curl has no HTTP/2 to a proxy).
+		https2 := "https://" + listen("require=p2", false, true)
+		curlObject(t, netnsObject, "-x", https2, "--proxy-cacert", ca, obj+"httpsproxy-p2")
+		curlObject(t, netnsObject, "-x", https2, "--proxy-cacert", ca, "--cacert", ca, "https://"+host+"/obj?id=httpsproxy-tls-p2")
 	case "prohibit-rule":
 		rules, err := ParseRules(strings.NewReader(host + "/32 prohibit=p1\n"))
 		require.NoError(t, err)
 		s.Rules = rules
-		plain := listen("", false)
+		plain := listen("", false, false)
 		curlObject(t, netnsBig, "-x", plain, "-H", "Intents: require=p1", big+kase+"-http")
 		curlObject(t, netnsBig, "-x", plain, "--cacert", ca, tlsBig+kase+"-tls")
 	case "prohibit-listener":
-		plain := listen("prohibit=p1", false)
+		plain := listen("prohibit=p1", false, false)
 		curlObject(t, netnsBig, "-x", plain, "-H", "Intents: require=p1", big+kase+"-http")
 		curlObject(t, netnsBig, "-x", plain, "--cacert", ca, tlsBig+kase+"-tls")
 	case "path-down-http":
-		plain := listen("prefer=p1", false)
+		plain := listen("prefer=p1", false, false)
 		curlObject(t, netnsBig, "-x", plain, big+kase)
 	case "path-down-tunnel":
-		plain := listen("prefer=p1", false)
+		plain := listen("prefer=p1", false, false)
 		start := time.Now()
 		out, err := exec.Command("curl", "-sS", "-o", "/dev/null", "--max-time", "60", "-x", plain, "--cacert", ca, tlsBig+kase).CombinedOutput()
 		require.Error(t, err, "a TCP tunnel does not survive its path")
@@ -239,7 +253,7 @@ func TestNetnsProxyChild(t *testing.T) {
 		assert.NotContains(t, string(out), "timed out", "reset, not left to time out")
 	case "mptcp-tunnel":
 		require.NoError(t, m.MPTCPError(), "the Manager's MPTCP endpoints")
-		plain := listen("prefer=p1,multipath=handover", false)
+		plain := listen("prefer=p1,multipath=handover", false, false)
 		start := time.Now()
 		curlObject(t, netnsBig, "-x", plain, "--cacert", ca, "https://"+host+"/obj/4000000?id="+kase)
 		t.Logf("the MPTCP tunnel carried 4 MB in %v, path 1 going down 1 MB in", time.Since(start).Round(time.Millisecond))

@@ -102,7 +102,7 @@ type Server struct {
 	mu        sync.Mutex
 	closed    bool
 	listeners map[net.Listener]bool
-	onPath    map[net.Conn]string // a TCP tunnel's client end: its path's name
+	onPath    map[net.Conn]string // a TCP tunnel's end to close if its path goes down: the path's name
 	servers   []*http.Server
 	conns     map[net.Conn]bool // SOCKS5 clients and tunnels' ends
 	tunnels   int

@@ -64,6 +64,49 @@ func (p *tlsProxy) h2Conn(t *testing.T) *http2.ClientConn {
 	return cc
 }
 
+// tunnelSetup is a tlsProxy that may tunnel to target, an echo server
+// (conns, if set, gets its connections instead), and an HTTP/2
+// connection to the proxy.
+func tunnelSetup(t *testing.T, conns chan<- net.Conn) (p *tlsProxy, cc *http2.ClientConn, target string) {
+	t.Helper()
+	target = echoServer(t, conns)
+	_, portText, _ := net.SplitHostPort(target)
+	portNum, _ := strconv.Atoi(portText)
+	p = newTLSProxy(t, func(s *Server) { s.ConnectPorts = []uint16{uint16(portNum)} })
+	return p, p.h2Conn(t), target
+}
+
+// openTunnel opens a tunnel on an HTTP/2 stream to a server that does
+// nothing by itself: the client's writer and response, and the server's
+// end of the tunnel, all closed when the test ends.
+func openTunnel(t *testing.T) (p *tlsProxy, pw *io.PipeWriter, resp *http.Response, up net.Conn) {
+	t.Helper()
+	conns := make(chan net.Conn, 1)
+	p, cc, target := tunnelSetup(t, conns)
+	pw, resp, err := connectStream(t.Context(), t, cc, target)
+	require.NoError(t, err)
+	up = <-conns
+	t.Cleanup(func() {
+		pw.Close()
+		resp.Body.Close()
+		up.Close()
+	})
+	return p, pw, resp, up
+}
+
+// waitTunnelsEnded waits until n tunnels have ended (to the system's
+// routes: loopback) and returns the metrics then.
+func (p *tlsProxy) waitTunnelsEnded(t *testing.T, n int, msg string) string {
+	t.Helper()
+	var metrics strings.Builder
+	require.Eventually(t, func() bool {
+		metrics.Reset()
+		p.Metrics(&metrics)
+		return strings.Contains(metrics.String(), fmt.Sprintf(`intents_proxy_tunnels_total{path="system"} %d`, n))
+	}, 10*time.Second, 10*time.Millisecond, msg)
+	return metrics.String()
+}
+
 // connectStream opens a tunnel to target on an HTTP/2 stream: what is
 // written to the returned writer goes to target, the response's body is
 // what comes back.
@@ -170,11 +213,7 @@ func echoServer(t *testing.T, conns chan<- net.Conn) string {
 // client's end of its half passed on, the upstream's end ending the
 // stream, and both directions counted.
 func TestHTTP2ConnectTunnel(t *testing.T) {
-	target := echoServer(t, nil)
-	_, portText, _ := net.SplitHostPort(target)
-	portNum, _ := strconv.Atoi(portText)
-	p := newTLSProxy(t, func(s *Server) { s.ConnectPorts = []uint16{uint16(portNum)} })
-	cc := p.h2Conn(t)
+	p, cc, target := tunnelSetup(t, nil)
 
 	data := randomBytes(t, 1<<20)
 	pw, resp, err := connectStream(t.Context(), t, cc, target)
@@ -189,32 +228,16 @@ func TestHTTP2ConnectTunnel(t *testing.T) {
 	require.NoError(t, err, "the upstream's orderly end ends the stream")
 	assert.Equal(t, sha256.Sum256(data), sha256.Sum256(back))
 
-	var metrics strings.Builder
-	require.Eventually(t, func() bool {
-		metrics.Reset()
-		p.Metrics(&metrics)
-		return strings.Contains(metrics.String(), `intents_proxy_tunnels_total{path="system"} 1`)
-	}, 10*time.Second, 10*time.Millisecond, "the tunnel counted once ended")
-	assert.Contains(t, metrics.String(), fmt.Sprintf(`intents_proxy_tunnel_received_bytes_total{path="system"} %d`, len(data)))
-	assert.Contains(t, metrics.String(), fmt.Sprintf(`intents_proxy_tunnel_sent_bytes_total{path="system"} %d`, len(data)))
+	metrics := p.waitTunnelsEnded(t, 1, "the tunnel counted once ended")
+	assert.Contains(t, metrics, fmt.Sprintf(`intents_proxy_tunnel_received_bytes_total{path="system"} %d`, len(data)))
+	assert.Contains(t, metrics, fmt.Sprintf(`intents_proxy_tunnel_sent_bytes_total{path="system"} %d`, len(data)))
 }
 
 // An upstream that resets its connection resets the tunnel's stream: the
 // client sees an error, never an orderly end it could take for the whole.
 func TestHTTP2TunnelResetIsPassedOn(t *testing.T) {
-	conns := make(chan net.Conn, 1)
-	target := echoServer(t, conns)
-	_, portText, _ := net.SplitHostPort(target)
-	portNum, _ := strconv.Atoi(portText)
-	p := newTLSProxy(t, func(s *Server) { s.ConnectPorts = []uint16{uint16(portNum)} })
-	cc := p.h2Conn(t)
-
-	pw, resp, err := connectStream(t.Context(), t, cc, target)
-	require.NoError(t, err)
-	defer pw.Close()
-	defer resp.Body.Close()
-	up := <-conns
-	_, err = up.Write([]byte("partial"))
+	_, _, resp, up := openTunnel(t)
+	_, err := up.Write([]byte("partial"))
 	require.NoError(t, err)
 	up.(*net.TCPConn).SetLinger(0)
 	up.Close()
@@ -227,48 +250,20 @@ func TestHTTP2TunnelResetIsPassedOn(t *testing.T) {
 // tunnel at once, its upstream connection included, even while the
 // upstream stays silent and keeps its side open.
 func TestHTTP2ClientGoneEndsTheTunnel(t *testing.T) {
-	conns := make(chan net.Conn, 1)
-	target := echoServer(t, conns)
-	_, portText, _ := net.SplitHostPort(target)
-	portNum, _ := strconv.Atoi(portText)
-	p := newTLSProxy(t, func(s *Server) { s.ConnectPorts = []uint16{uint16(portNum)} })
-	cc := p.h2Conn(t)
-
-	pw, resp, err := connectStream(t.Context(), t, cc, target)
-	require.NoError(t, err)
-	defer pw.Close()
-	up := <-conns
-	defer up.Close()
+	p, _, resp, up := openTunnel(t)
 	resp.Body.Close() // before the stream's end: a reset (RST_STREAM)
-	var metrics strings.Builder
-	require.Eventually(t, func() bool {
-		metrics.Reset()
-		p.Metrics(&metrics)
-		return strings.Contains(metrics.String(), `intents_proxy_tunnels_total{path="system"} 1`)
-	}, 10*time.Second, 10*time.Millisecond, "the tunnel ends with its stream")
+	p.waitTunnelsEnded(t, 1, "the tunnel ends with its stream")
 	up.SetReadDeadline(time.Now().Add(10 * time.Second))
-	_, err = up.Read(make([]byte, 1))
+	_, err := up.Read(make([]byte, 1))
 	assert.ErrorIs(t, err, io.EOF)
 }
 
 // Close ends the tunnels on HTTP/2 streams too, and returns.
 func TestHTTP2CloseEndsTunnels(t *testing.T) {
-	conns := make(chan net.Conn, 1)
-	target := echoServer(t, conns)
-	_, portText, _ := net.SplitHostPort(target)
-	portNum, _ := strconv.Atoi(portText)
-	p := newTLSProxy(t, func(s *Server) { s.ConnectPorts = []uint16{uint16(portNum)} })
-	cc := p.h2Conn(t)
-
-	pw, resp, err := connectStream(t.Context(), t, cc, target)
-	require.NoError(t, err)
-	defer pw.Close()
-	defer resp.Body.Close()
-	up := <-conns
-	defer up.Close()
+	p, _, resp, up := openTunnel(t)
 	require.NoError(t, p.Close())
 	up.SetReadDeadline(time.Now().Add(10 * time.Second))
-	_, err = up.Read(make([]byte, 1))
+	_, err := up.Read(make([]byte, 1))
 	assert.ErrorIs(t, err, io.EOF, "the upstream connection ends (not the 10 s deadline)")
 	_, err = io.ReadAll(resp.Body)
 	assert.Error(t, err)

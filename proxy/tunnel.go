@@ -117,19 +117,7 @@ func (s *Server) relay(ctx context.Context, client net.Conn, buffered *bufio.Rea
 	}()
 	path, _ := intents.PathOf(up)
 	raw, rawClient := rawConn(up), rawConn(client)
-	if path != nil && !isMPTCP(raw) {
-		// Its path going down ends it: an MPTCP tunnel goes on over its
-		// other subflows, a TCP one could only hang until TCP gives up.
-		s.watchPaths()
-		s.mu.Lock()
-		s.onPath[client] = path.Name
-		s.mu.Unlock()
-		defer func() {
-			s.mu.Lock()
-			delete(s.onPath, client)
-			s.mu.Unlock()
-		}()
-	}
+	defer s.endOnPathDown(client, path, raw)()
 	var sent int64
 	if n := buffered.Buffered(); n > 0 {
 		b, _ := buffered.Peek(n)
@@ -176,17 +164,7 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, up net.Conn
 	defer context.AfterFunc(ctx, func() { up.Close() })()
 	path, _ := intents.PathOf(up)
 	raw := rawConn(up)
-	if path != nil && !isMPTCP(raw) {
-		s.watchPaths()
-		s.mu.Lock()
-		s.onPath[up] = path.Name
-		s.mu.Unlock()
-		defer func() {
-			s.mu.Lock()
-			delete(s.onPath, up)
-			s.mu.Unlock()
-		}()
-	}
+	defer s.endOnPathDown(up, path, raw)()
 	rc := http.NewResponseController(w)
 	w.WriteHeader(http.StatusOK)
 	if err := rc.Flush(); err != nil {
@@ -226,6 +204,24 @@ func (f flushWriter) Write(p []byte) (int, error) {
 		return n, err
 	}
 	return n, f.rc.Flush()
+}
+
+// endOnPathDown has end closed (reset) when path, a tunnel's, goes down
+// or away: an MPTCP tunnel (raw) goes on over its other subflows, a TCP
+// one could only hang until TCP gives up. The returned func undoes it.
+func (s *Server) endOnPathDown(end net.Conn, path *intents.Path, raw net.Conn) func() {
+	if path == nil || isMPTCP(raw) {
+		return func() {}
+	}
+	s.watchPaths()
+	s.mu.Lock()
+	s.onPath[end] = path.Name
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		delete(s.onPath, end)
+		s.mu.Unlock()
+	}
 }
 
 func isMPTCP(c net.Conn) bool {
