@@ -66,7 +66,9 @@ func ExampleServer_ServeTLS() {
 		log.Fatal(err)
 	}
 	defer m.Close()
-	s := &proxy.Server{Transport: &intents.Transport{Manager: m}, Dialer: &intents.Dialer{Manager: m}}
+	// A browser's connection limits: a browser hands over a page at once.
+	tr := &intents.Transport{Manager: m, MaxConnsPerHost: intents.DefaultMaxConnsPerHost, MaxConns: intents.DefaultMaxConns}
+	s := &proxy.Server{Transport: tr, Dialer: &intents.Dialer{Manager: m}}
 	defer s.Close()
 	// The proxy's certificate: here httptest's, for 127.0.0.1.
 	certified := httptest.NewTLSServer(http.NotFoundHandler())
@@ -81,10 +83,10 @@ func ExampleServer_ServeTLS() {
 		fmt.Fprintf(w, "hello through %s", r.Header.Get("Via"))
 	}))
 	defer origin.Close()
-	tr := certified.Client().Transport.(*http.Transport).Clone() // trusts the certificate
-	tr.Proxy = http.ProxyURL(&url.URL{Scheme: "https", Host: l.Addr().String()})
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Get(origin.URL)
+	client := certified.Client().Transport.(*http.Transport).Clone() // trusts the certificate
+	client.Proxy = http.ProxyURL(&url.URL{Scheme: "https", Host: l.Addr().String()})
+	defer client.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: client}).Get(origin.URL)
 	if err != nil {
 		log.Fatal(err)
 	}

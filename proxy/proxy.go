@@ -147,7 +147,10 @@ func (s *Server) Serve(l net.Listener, in intents.Intents) error {
 // requests on one connection at once, where over HTTP/1.1 a browser
 // keeps a few connections per host to its proxy and so hands the proxy
 // only as many requests at a time: the proxy schedules a page's whole
-// queue only when it sees it.
+// queue only when it sees it. Give the Transport a browser's limits then
+// (intents.DefaultMaxConnsPerHost, DefaultMaxConns): without them a page
+// that arrives at once opens a connection per request, whose slow starts
+// contend.
 func (s *Server) ServeTLS(l net.Listener, config *tls.Config, in intents.Intents) error {
 	if config == nil || (len(config.Certificates) == 0 && config.GetCertificate == nil && config.GetConfigForClient == nil) {
 		l.Close()

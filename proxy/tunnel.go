@@ -139,11 +139,7 @@ func (s *Server) relay(ctx context.Context, client net.Conn, buffered *bufio.Rea
 	// idle timeout is not waited for.
 	client.SetReadDeadline(time.Now().Add(orDefault(s.IdleTimeout, DefaultIdleTimeout)))
 	sent += <-upDone
-	s.sizes.learn(host, received)
-	s.stats.tunnel(pathName(path), sent, received)
-	if s.Logger != nil {
-		s.Logger.Log(ctx, slog.LevelDebug, "proxy: tunnel", "host", host, "path", pathName(path), "sent", sent, "received", received)
-	}
+	s.tunnelEnded(ctx, host, path, sent, received)
 }
 
 // relayStream is relay for a tunnel on an HTTP/2 stream (RFC 9113
@@ -182,13 +178,19 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, up net.Conn
 	// read (closing the body ends the copy above).
 	r.Body.Close()
 	sent := <-upDone
+	s.tunnelEnded(ctx, host, path, sent, received)
+	if err != nil && ctx.Err() == nil {
+		panic(http.ErrAbortHandler) // resets the stream
+	}
+}
+
+// tunnelEnded teaches host's size from a tunnel's received bytes, counts
+// the tunnel on its path and logs it.
+func (s *Server) tunnelEnded(ctx context.Context, host string, path *intents.Path, sent, received int64) {
 	s.sizes.learn(host, received)
 	s.stats.tunnel(pathName(path), sent, received)
 	if s.Logger != nil {
 		s.Logger.Log(ctx, slog.LevelDebug, "proxy: tunnel", "host", host, "path", pathName(path), "sent", sent, "received", received)
-	}
-	if err != nil && ctx.Err() == nil {
-		panic(http.ErrAbortHandler) // resets the stream
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -360,15 +361,8 @@ func viaBrowser(c contender, in intents.Intents, cfg config, h2 bool) contender 
 	var tlsConf *tls.Config
 	scheme := "http"
 	if h2 {
-		ca, err := testbed.NewCA(iso.Gateway)
-		if err != nil {
-			log.Fatal(err)
-		}
-		spki, err := spkiHash(ca.Cert.Certificate[0])
-		if err != nil {
-			log.Fatal(err)
-		}
-		tlsConf, scheme = &tls.Config{Certificates: []tls.Certificate{ca.Cert}}, "https"
+		cert, spki := proxyCert(iso.Gateway)
+		tlsConf, scheme = &tls.Config{Certificates: []tls.Certificate{cert}}, "https"
 		b.SPKI += "," + spki
 	}
 	addr, stop := startProxy(c, in, net.JoinHostPort(iso.Gateway.String(), "0"), []netip.Prefix{netip.PrefixFrom(iso.Addr, 32)}, tlsConf)
@@ -377,6 +371,31 @@ func viaBrowser(c contender, in intents.Intents, cfg config, h2 bool) contender 
 	c.close = stop
 	return c
 }
+
+// proxyCert is the certificate of the browsers' proxies, for gateway
+// (the first call's: a page loader has one isolated namespace), and its
+// key's hash (see browser.SPKI). Made once: each load's browser has a
+// fresh profile that trusts no certificate anyway.
+func proxyCert(gateway netip.Addr) (tls.Certificate, string) {
+	proxyCertOnce.Do(func() {
+		ca, err := testbed.NewCA(gateway)
+		if err != nil {
+			log.Fatal(err)
+		}
+		proxyCertSPKI, err = spkiHash(ca.Cert.Certificate[0])
+		if err != nil {
+			log.Fatal(err)
+		}
+		proxyCertPair = ca.Cert
+	})
+	return proxyCertPair, proxyCertSPKI
+}
+
+var (
+	proxyCertOnce sync.Once
+	proxyCertPair tls.Certificate
+	proxyCertSPKI string
+)
 
 // client loads the pages with every contender, inside the client
 // namespace, and writes a record per load to stdout. The reps go round the

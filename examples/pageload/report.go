@@ -486,11 +486,9 @@ func (r *results) plotPLT(name string) error {
 // seriesColor is the i-th of 17 distinct colours (plotutil's soft ones,
 // its dark ones, then black and two greys), so that a run with every
 // browser contender and the lower bound still tells its series apart.
-func seriesColor(i int) color.Color {
-	all := append(slices.Clone(plotutil.SoftColors), plotutil.DarkColors...)
-	all = append(all, color.Black, color.Gray{Y: 0x60}, color.Gray{Y: 0xb0})
-	return all[i%len(all)]
-}
+func seriesColor(i int) color.Color { return seriesColors[i%len(seriesColors)] }
+
+var seriesColors = append(slices.Concat(plotutil.SoftColors, plotutil.DarkColors), color.Black, color.Gray{Y: 0x60}, color.Gray{Y: 0xb0})
 
 // saveBoth saves p as name (SVG) and as the PNG of the same name.
 func saveBoth(p *plot.Plot, w, h vg.Length, name string) error {
