@@ -1,10 +1,12 @@
 package testbed
 
 import (
+	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // A traced direction's packets leave at the trace's opportunities, from
@@ -46,4 +48,47 @@ func TestTracedDirectionSchedules(t *testing.T) {
 	due3, ok := d.admitTraced(p, 1500, p.epoch)
 	assert.True(t, ok)
 	assert.Equal(t, p.epoch+3*ms, due3, "another parameter changed: the trace and its queue go on")
+}
+
+// Each delivered packet's lateness counts in the span TakeLateness
+// returns, and only there: a page loader reads a load's own lateness.
+func TestTakeLateness(t *testing.T) {
+	inR, inW, err := os.Pipe()
+	require.NoError(t, err)
+	outR, outW, err := os.Pipe()
+	require.NoError(t, err)
+	d := &Direction{in: inR, out: outW}
+	d.Set(LinkParams{Delay: time.Millisecond})
+	d.start(1)
+	defer func() {
+		inW.Close()
+		inR.Close()
+		d.wg.Wait()
+		outW.Close()
+		outR.Close()
+	}()
+	buf := make([]byte, packetBufSize)
+	var sent int64
+	send := func() {
+		t.Helper()
+		sent += 100
+		counted := make(chan struct{})
+		d.OnBytes(sent, func() { close(counted) }) // called once the packet counts
+		_, err := inW.Write(make([]byte, 100))
+		require.NoError(t, err)
+		n, err := outR.Read(buf)
+		require.NoError(t, err)
+		require.Equal(t, 100, n)
+		<-counted
+	}
+	send()
+	send()
+	first := d.TakeLateness()
+	assert.Equal(t, int64(2), first.Packets)
+	assert.GreaterOrEqual(t, first.Total, first.Max)
+	assert.Equal(t, first.Total/2, first.Mean())
+	assert.Zero(t, d.TakeLateness().Packets, "a new span starts empty")
+	send()
+	assert.Equal(t, int64(1), d.TakeLateness().Packets)
+	assert.Equal(t, int64(3), d.Stats().Packets, "the counters since the start go on")
 }

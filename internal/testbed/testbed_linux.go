@@ -334,6 +334,20 @@ func (tb *Testbed) Close() error {
 	return errors.Join(errs...)
 }
 
+// TakeLateness returns the lateness of every emulated direction since the
+// last call (see Direction.TakeLateness), merged, and starts a new span.
+func (tb *Testbed) TakeLateness() Lateness {
+	var l Lateness
+	for _, p := range tb.Paths {
+		for _, d := range []*Direction{p.Up, p.Down} {
+			if d != nil {
+				l = l.Add(d.TakeLateness())
+			}
+		}
+	}
+	return l
+}
+
 // OnClose registers f to run when the testbed closes, before the namespaces
 // are deleted.
 func (tb *Testbed) OnClose(f func() error) { tb.closers = append(tb.closers, f) }
