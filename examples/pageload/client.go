@@ -428,20 +428,11 @@ func client() {
 		contenders[i] = newContender(c.key, cfg)
 	}
 	enc := json.NewEncoder(os.Stdout)
-	done := cfg.Done
-	startTraces := func(int) {}
-	if cfg.Traced {
-		asked, answers := os.NewFile(3, "asks"), bufio.NewReader(os.NewFile(4, "answers"))
-		startTraces = func(rep int) {
-			if _, err := fmt.Fprintf(asked, "%d\n", rep); err != nil {
-				log.Fatalf("asking for the traces' position: %v", err)
-			}
-			if _, err := answers.ReadString('\n'); err != nil {
-				log.Fatalf("waiting for the traces' position: %v", err)
-			}
-		}
-	}
-	defer progress(0, 0, "") // clears the line
+	emu := emulatorLink{asks: os.NewFile(3, "asks"), answers: bufio.NewReader(os.NewFile(4, "answers"))}
+	// visit numbers the loads, so that every load asks for URLs of its
+	// own: a contender that keeps its Transport (eaf-warm) knows the
+	// paths from earlier loads, not each object's size.
+	visit := 0
 	site := &pageload.Site{Pages: cfg.Workloads, Host: serverHost}
 	for wi, w := range cfg.Workloads {
 		server := &testbed.Netns{Name: cfg.ServerNetns}
@@ -457,8 +448,9 @@ func client() {
 					if c.https {
 						scheme = "https"
 					}
-					return fmt.Sprintf("%s://%s/obj/%d?o=%d", scheme, serverHost(host), size, i)
+					return fmt.Sprintf("%s://%s/obj/%d?o=%d&v=%d", scheme, serverHost(host), size, i, visit)
 				}}
+			visit++
 			ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
 			start := time.Now()
 			stopSampling := func() []estimateSample { return nil }
@@ -523,20 +515,36 @@ func client() {
 				if slices.Contains(cfg.LeftOut[w.Name], contenders[i].key) {
 					continue
 				}
-				renew(i)
-				c := contenders[i]
-				progress(done, cfg.Total, fmt.Sprintf("%s  %s  %s", cfg.Scenario, w.Name, contenderNames[c.key]))
-				startTraces(rep)
-				var tag string
-				if c.browser != nil {
-					tag = fmt.Sprintf("%s.%d.%d", c.key, wi, rep)
+				var (
+					c         contender
+					tag       string
+					res       pageload.Result
+					tcp       testbed.TCPCounters
+					moved     [3]int64
+					estimates []estimateSample
+					err       error
+				)
+				ended := func() testbed.Lateness {
+					l := emu.end()
+					if cfg.Late.exceeded(l) {
+						log.Printf("%s, %s, %s, load %d: the emulators ran late (latest packet %v, mean %v; the bound %v, %v)",
+							cfg.Scenario, w.Name, contenderNames[c.key], rep, l.Max, l.Mean(), cfg.Late.Max, cfg.Late.Mean)
+					}
+					return l
 				}
-				res, tcp, moved, estimates, err := load(c, tag)
-				done++
+				late, redone := measureInTime(func(try int) {
+					renew(i)
+					c = contenders[i]
+					if c.browser != nil {
+						tag = fmt.Sprintf("%s.%d.%d.%d", c.key, wi, rep, try)
+					}
+					emu.start(rep)
+					res, tcp, moved, estimates, err = load(c, tag)
+				}, ended, cfg.Late)
 				rec := record{Scenario: cfg.Scenario, Workload: w.Name, Contender: c.key, Rep: rep,
 					PLT: res.PLT, Bytes: res.Bytes, Paths: res.PathCounts(),
 					Retransmits: tcp.Retransmits, Timeouts: tcp.Timeouts, Moved: moved[0], Split: moved[1], Resumed: moved[2], Estimates: estimates,
-					Load: tag}
+					Load: tag, LateMax: late.Max, LateMean: late.Mean(), Redone: redone, KeptLate: cfg.Late.exceeded(late)}
 				if err != nil {
 					rec.Failed = err.Error()
 				}

@@ -14,9 +14,10 @@
 // 50 ms / 5 Mbit/s; asymmetric: 20 ms / 12 Mbit/s and 100 ms / 5 Mbit/s),
 // "grid" (six cells of the paper's factor levels), "papergrid" (a fixed,
 // balanced sample of 48 of the paper's cells, with its own pages,
-// contenders and loads unless told: see papergridCells), "paper" (all 384
-// cells of them; -sample N picks N at random) or cells written
-// RATE/RTT+RATE/RTT. With -prune (papergrid's default) a single path that
+// contenders and loads unless told: see papergridCells), "papergrid2"
+// (a second fixed sample of 48, drawn at random: see papergrid2Cells),
+// "gridcheck" (an eighth of papergrid), "paper" (all 384 cells of them;
+// -sample N picks N at random) or cells written RATE/RTT+RATE/RTT. With -prune (papergrid's default) a single path that
 // cannot be a cell's better one by arithmetic is left out (see leftOut).
 // Workloads are NxSIZE, mixed1, mixed2 or HAR files. -queue sets the
 // emulated links' drop-tail queues in bandwidth-delay products: by default
@@ -46,17 +47,25 @@
 // and it is set against the browser's own single paths over the same
 // protocol (see browserTests).
 //
+// With -parallel N, up to N cells run at once, each on a testbed of its
+// own; every load records the emulators' lateness during it, and a load
+// during which they could not keep time is loaded again (see
+// measureInTime). -agree compares the runs in several -out folders (see
+// agree): whether a parallel run's verdicts agree with serial runs' as
+// well as those agree with each other.
+//
 // The server side (link emulator, web servers) runs in this process; the
 // client side runs as a copy of this program inside the client namespace,
 // so every socket it opens belongs there.
 package main
 
 import (
-	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"math/rand/v2"
 	"net/netip"
@@ -66,6 +75,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sockintents/intents/internal/pageload"
@@ -173,6 +183,10 @@ func presets(name string) ([]scenario, bool) {
 		return g, true
 	case "papergrid":
 		return papergrid(), true
+	case "papergrid2":
+		return papergrid2(), true
+	case "gridcheck":
+		return gridcheck(), true
 	}
 	return nil, false
 }
@@ -283,8 +297,9 @@ type config struct {
 	// The paths' settings, for the contenders given priors.
 	RTT  []time.Duration
 	Rate []int64
-	// Progress: loads done before this scenario, and in all.
-	Done, Total int
+	// Late bounds the emulators' lateness during a load that counts (see
+	// measureInTime).
+	Late lateBound
 	// CA is the web server's CA certificate (DER), for the contenders
 	// that load over HTTPS (HTTP/3).
 	CA []byte
@@ -296,8 +311,8 @@ type config struct {
 	SplitConns int
 	// LeftOut names, by workload, the contenders not run (see leftOut).
 	LeftOut map[string][]string
-	// Traced: a path follows a trace, which each measured load asks to
-	// start at its position (see runClient).
+	// Traced: a path follows a trace, which each measured load starts
+	// at its position (see runClient).
 	Traced bool
 	// Browser is where the browser contenders' Chromium runs.
 	Browser browserSetup
@@ -340,6 +355,14 @@ type record struct {
 	// Load tags a browser's load: the web servers' log of its requests
 	// gives its bytes and paths (see browserLoads).
 	Load string `json:",omitempty"`
+	// The emulators' lateness during the load, over every link
+	// direction: the latest packet, and the mean.
+	LateMax, LateMean time.Duration
+	// Redone is how many tries of this load were dropped because the
+	// emulators ran late during them (see measureInTime); KeptLate, that
+	// even the last try did and was kept.
+	Redone   int
+	KeptLate bool `json:",omitempty"`
 }
 
 func main() {
@@ -369,9 +392,34 @@ func main() {
 	conns := flag.Int("conns", pageload.MaxConnsPerHost, "connections per host for every contender (a browser's 6; fewer shows what a path carries with a part of them)")
 	traces := flag.String("traces", defaultTraces, "folder of the traces that cells' RTT/trace:NAME paths name")
 	withBrowser := flag.Bool("browser", false, "load the pages in headless Chromium too, through the proxy over plain HTTP and HTTPS (contenders "+strings.Join(browserContenders, ",")+" unless -contenders says)")
+	parallel := flag.Int("parallel", 1, "cells run at once, each on a testbed of its own (lowered while the emulators cannot keep time: see -late-max)")
+	lateMax := flag.Duration("late-max", defaultLateBound.Max, "a load during which an emulated link delivered a packet later than this after its due time is loaded again")
+	lateMean := flag.Duration("late-mean", defaultLateBound.Mean, "a load during which the emulated links delivered their packets later than this on average is loaded again")
+	reportDir := flag.String("report", "", "instead of loading pages, print the tables of the run in this -out folder again, from its loads.csv")
+	agreeDirs := flag.String("agree", "", "instead of loading pages, compare runs: their -out folders, comma-separated, references (two serial runs, say) first and the run to judge last")
 	trace := flag.String("trace", "", "log this contender's loads to stderr (each object's start, end and path, and what each path carried against its rate) and, for an intents contender, every decision and the paths' estimates")
 	flag.Parse()
-	if *scenSpec == "papergrid" {
+	if *reportDir != "" {
+		recs, err := readRun(*reportDir)
+		if err != nil {
+			log.Fatal(err)
+		}
+		res, err := runResults(recs, *traces)
+		if err != nil {
+			log.Fatal(err)
+		}
+		res.printTables(os.Stdout)
+		res.printPaper(os.Stdout, 10)
+		res.printPaperSummary(os.Stdout)
+		return
+	}
+	if *agreeDirs != "" {
+		if err := agree(os.Stdout, strings.Split(*agreeDirs, ","), *traces); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if slices.Contains([]string{"papergrid", "papergrid2", "gridcheck"}, *scenSpec) {
 		// The paper grid's own pages, contenders and loads, unless told.
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -469,6 +517,12 @@ func main() {
 	if *reps < 1 {
 		log.Fatal("-reps must be at least 1")
 	}
+	if *parallel < 1 {
+		log.Fatal("-parallel must be at least 1")
+	}
+	if *lateMax <= 0 || *lateMean <= 0 {
+		log.Fatal("-late-max and -late-mean must be positive")
+	}
 	if *conns < 1 || *conns > pageload.MaxConns {
 		log.Fatalf("-conns must be from 1 to %d (the limit over all hosts)", pageload.MaxConns)
 	}
@@ -481,7 +535,8 @@ func main() {
 	if os.Geteuid() != 0 {
 		log.Fatal("pageload builds network namespaces: run it as root (sudo)")
 	}
-	run := run{workloads: workloads, contenders: keys, reps: *reps, trace: *trace, conns: *conns, split: *split}
+	run := &run{workloads: workloads, contenders: keys, reps: *reps, trace: *trace, conns: *conns, split: *split,
+		parallel: *parallel, late: lateBound{Max: *lateMax, Mean: *lateMean}}
 	records, err := run.all(scens)
 	if err != nil {
 		log.Fatal(err)
@@ -489,10 +544,12 @@ func main() {
 	res := newResults(scens, workloads, keys, records)
 	res.connsPerHost = *conns
 	res.hosts = *hosts
+	res.lowered = run.lowered
 	res.printTables(os.Stdout)
 	res.printGoal(os.Stdout)
 	res.printBrowser(os.Stdout)
 	res.printPaper(os.Stdout, 10)
+	res.printPaperSummary(os.Stdout)
 	printEstimates(os.Stdout, scens, records, keys)
 	printMarks(os.Stdout, scens, records, keys)
 	if err := res.write(*out); err != nil {
@@ -513,10 +570,17 @@ type run struct {
 	trace      string
 	conns      int // connections per host (0: a browser's)
 	split      int // path 1's connections in the split contender (0: half)
+	// parallel is how many cells may run at once, each on a testbed of
+	// its own (at most; lowered when the emulators cannot keep time).
+	parallel int
+	late     lateBound
+	// lowered says what the run said when it lowered its parallelism.
+	lowered []string
 }
 
-// all runs every scenario on a testbed of its own.
-func (r run) all(scens []scenario) ([]record, error) {
+// all runs every scenario on a testbed of its own, up to r.parallel at
+// once, and returns their records in the scenarios' order.
+func (r *run) all(scens []scenario) ([]record, error) {
 	loads := func(sc scenario) int {
 		n := 0
 		for _, w := range r.workloads {
@@ -524,25 +588,47 @@ func (r run) all(scens []scenario) ([]record, error) {
 		}
 		return n
 	}
-	total := 0
+	bar := &progressBar{}
 	for _, sc := range scens {
-		total += loads(sc)
+		bar.total += loads(sc)
 	}
-	var records []record
-	done := 0
+	defer bar.clear()
+	par := newParallelism(r.parallel)
+	recs := make([][]record, len(scens))
+	errs := make([]error, len(scens))
+	var wg sync.WaitGroup
 	for i, sc := range scens {
+		par.acquire()
+		bar.clear()
 		fmt.Fprintf(os.Stderr, "pageload: scenario %d of %d: %s\n", i+1, len(scens), sc.Name)
-		recs, err := r.scenario(sc, done, total)
-		if err != nil {
-			return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+		bar.cell(sc.Name, true)
+		wg.Go(func() {
+			defer par.release()
+			defer bar.cell(sc.Name, false)
+			recs[i], errs[i] = r.scenario(sc, func(rec record) {
+				bar.load()
+				if msg := par.count(rec.Redone); msg != "" {
+					bar.clear()
+					fmt.Fprintf(os.Stderr, "pageload: %s\n", msg)
+				}
+			})
+		})
+	}
+	wg.Wait()
+	r.lowered = par.lowered
+	var records []record
+	for i, sc := range scens {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("scenario %s: %w", sc.Name, errs[i])
 		}
-		records = append(records, recs...)
-		done += loads(sc)
+		records = append(records, recs[i]...)
 	}
 	return records, nil
 }
 
-func (r run) scenario(sc scenario, done, total int) ([]record, error) {
+// scenario runs sc on a testbed of its own, calling loaded with each
+// record as its load ends.
+func (r *run) scenario(sc scenario, loaded func(record)) ([]record, error) {
 	servers := 1
 	for _, w := range r.workloads {
 		servers = max(servers, w.Hosts())
@@ -557,7 +643,7 @@ func (r run) scenario(sc scenario, done, total int) ([]record, error) {
 		return nil, err
 	}
 	cfg := config{Scenario: sc.Name, Workloads: r.workloads, Contenders: r.contenders, Reps: r.reps,
-		Trace: r.trace, ServerNetns: tb.Server.Name, Done: done, Total: total, ConnsPerHost: r.conns, SplitConns: r.split,
+		Trace: r.trace, ServerNetns: tb.Server.Name, ConnsPerHost: r.conns, SplitConns: r.split, Late: cmp.Or(r.late, defaultLateBound),
 		CA: web.CA.Cert.Certificate[len(web.CA.Cert.Certificate)-1], LeftOut: map[string][]string{}}
 	for _, w := range r.workloads {
 		if out := leftOut(sc, w, r.contenders); len(out) > 0 {
@@ -581,13 +667,20 @@ func (r run) scenario(sc scenario, done, total int) ([]record, error) {
 		}
 		cfg.Browser = browserSetup{Netns: iso.Name, Addr: iso.Addr, Gateway: iso.Gateway, SPKI: spki}
 	}
-	recs, err := runClient(tb, cfg, func(rep int) { startTraces(tb, sc, rep) })
+	startLoad := func(rep int) {
+		if cfg.Traced {
+			startTraces(tb, sc, rep)
+		}
+	}
+	recs, err := runClient(tb, cfg, startLoad, loaded)
 	browserLoads(recs, web.Requests())
+	var carried strings.Builder
 	for _, p := range tb.Paths {
 		up, down := p.Up.Stats(), p.Down.Stats()
-		fmt.Fprintf(os.Stderr, "pageload: path %d carried %d packets down, dropped %d at its queue; %d up, dropped %d\n",
-			p.Index, down.Packets, down.Drops, up.Packets, up.Drops)
+		fmt.Fprintf(&carried, "pageload: %s: path %d carried %d packets down, dropped %d at its queue; %d up, dropped %d\n",
+			sc.Name, p.Index, down.Packets, down.Drops, up.Packets, up.Drops)
 	}
+	os.Stderr.WriteString(carried.String())
 	return recs, err
 }
 
@@ -615,11 +708,11 @@ func startTraces(tb *testbed.Testbed, sc scenario, rep int) {
 }
 
 // runClient runs this program again inside the client namespace and
-// collects its records. A client of a traced scenario asks, before each
-// measured load, for the traces to start at that load's position: it
-// writes the load's number to its fd 3 and waits for a line on its fd 4,
-// which startLoad answers once it has set them.
-func runClient(tb *testbed.Testbed, cfg config, startLoad func(rep int)) ([]record, error) {
+// collects its records, calling loaded with each as it arrives. The
+// client asks, before and after each measured load, for the load's span
+// of the emulators (see serveEmulator): startLoad sets the traces to the
+// load's position, and the span's lateness goes back to the client.
+func runClient(tb *testbed.Testbed, cfg config, startLoad func(rep int), loaded func(record)) ([]record, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -631,40 +724,28 @@ func runClient(tb *testbed.Testbed, cfg config, startLoad func(rep int)) ([]reco
 	cmd := exec.Command("ip", "netns", "exec", tb.Client.Name, self)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	cmd.Stdin = bytes.NewReader(arg) // a HAR workload may be larger than an environment variable may
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, os.Stderr
-	served := make(chan struct{})
-	if !cfg.Traced {
-		close(served)
-	} else {
-		asks, asked, err := os.Pipe()
-		if err != nil {
-			return nil, err
-		}
-		answered, answers, err := os.Pipe()
-		if err != nil {
-			asks.Close()
-			asked.Close()
-			return nil, err
-		}
-		cmd.ExtraFiles = []*os.File{asked, answered}
-		go func() {
-			defer close(served)
-			defer asks.Close()
-			defer answers.Close() // a child still asking then reads EOF
-			sc := bufio.NewScanner(asks)
-			for sc.Scan() {
-				rep, err := strconv.Atoi(sc.Text())
-				if err != nil || rep < 0 {
-					return
-				}
-				startLoad(rep)
-				if _, err := answers.Write([]byte("\n")); err != nil {
-					return
-				}
-			}
-		}()
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
 	}
+	asks, asked, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	answered, answers, err := os.Pipe()
+	if err != nil {
+		asks.Close()
+		asked.Close()
+		return nil, err
+	}
+	cmd.ExtraFiles = []*os.File{asked, answered}
+	served := make(chan error, 1)
+	go func() {
+		defer asks.Close()
+		defer answers.Close() // a child still asking then reads EOF
+		served <- serveEmulator(asks, answers, startLoad, tb.TakeLateness)
+	}()
 	err = cmd.Start()
 	// The child has its own copies of its ends: ours close, so that its
 	// exit (or a failed start) ends the loop above.
@@ -672,22 +753,31 @@ func runClient(tb *testbed.Testbed, cfg config, startLoad func(rep int)) ([]reco
 		f.Close()
 	}
 	if err != nil {
+		asks.Close() // the loop may not have started reading
 		<-served
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	err = cmd.Wait()
-	<-served
-	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
-	}
 	var records []record
-	dec := json.NewDecoder(&out)
+	dec := json.NewDecoder(stdout)
+	var decodeErr error
 	for dec.More() {
 		var r record
-		if err := dec.Decode(&r); err != nil {
-			return nil, err
+		if decodeErr = dec.Decode(&r); decodeErr != nil {
+			io.Copy(io.Discard, stdout) // let the child end
+			break
 		}
 		records = append(records, r)
+		loaded(r)
+	}
+	err = cmd.Wait()
+	serveErr := <-served
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("client: %w", err)
+	case decodeErr != nil:
+		return nil, fmt.Errorf("client's records: %w", decodeErr)
+	case serveErr != nil:
+		return nil, fmt.Errorf("client's emulator asks: %w", serveErr)
 	}
 	return records, nil
 }

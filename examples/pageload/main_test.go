@@ -176,10 +176,22 @@ func TestSmoke(t *testing.T) {
 		keys = slices.DeleteFunc(keys, isBrowser)
 		t.Log("without chromium, the browser contenders are left out (apt-get install chromium; .ci/run installs it)")
 	}
-	r := run{workloads: workloads, contenders: keys, reps: 1}
+	// Both cells at once, each on a testbed of its own.
+	r := run{workloads: workloads, contenders: keys, reps: 1, parallel: 2}
 	records, err := r.all(scens)
 	require.NoError(t, err)
 	res := newResults(scens, r.workloads, keys, records)
+	var order []string
+	measuredLate := false
+	for _, rec := range records {
+		if len(order) == 0 || order[len(order)-1] != rec.Scenario {
+			order = append(order, rec.Scenario)
+		}
+		measuredLate = measuredLate || rec.LateMean > 0
+		assert.GreaterOrEqual(t, rec.LateMax, rec.LateMean, "%s: the latest packet is no earlier than the mean", rec.Contender)
+	}
+	assert.Equal(t, []string{scens[0].Name, scens[1].Name}, order, "the records in the cells' order, as a serial run's")
+	assert.True(t, measuredLate, "each load carries the emulators' lateness during it")
 	byName := map[string]pageload.Workload{}
 	for _, w := range workloads {
 		byName[w.Name] = w
@@ -214,7 +226,7 @@ func TestSmoke(t *testing.T) {
 	require.NoError(t, res.write(dir))
 	rows := readCSV(t, filepath.Join(dir, "loads.csv"))
 	assert.Len(t, rows, 1+len(records), "a header and a row per load")
-	assert.Subset(t, rows[0], []string{"server_retransmits", "server_timeouts", "queue_bdp", "moved", "split", "resumed"})
+	assert.Subset(t, rows[0], []string{"server_retransmits", "server_timeouts", "queue_bdp", "moved", "split", "resumed", "late_max_ms", "late_mean_ms", "redone", "kept_late"})
 	queueCol := slices.Index(rows[0], "queue_bdp")
 	for _, row := range rows[1:] {
 		assert.Equal(t, "1", row[queueCol], "the queue depth, in BDPs")

@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -167,4 +168,51 @@ func TestPaperRule(t *testing.T) {
 	rows := readCSV(t, filepath.Join(dir, "paper.csv"))
 	require.Len(t, rows, 1+4)
 	assert.Equal(t, []string{"2M/50ms+20M/200ms", w.Name, "eaf", "path2", "1.4000", "1.4000", "true"}, rows[3])
+}
+
+// drawSecondSample draws papergrid2Cells' way: the factorial's cells in
+// order, less the paper grid's and the pairs of two 0.5 Mbit/s paths,
+// shuffled by a PCG seeded 2026, 77, the first n.
+func drawSecondSample(n int) []paperCellSpec {
+	var rest []paperCellSpec
+	for _, r1 := range levels1Rate {
+		for _, d1 := range levels1RTT {
+			for _, r2 := range levels2Rate {
+				for _, d2 := range levels2RTT {
+					c := paperCellSpec{r1, d1, r2, d2}
+					if slices.Contains(papergridCells, c) || (r1 == 0.5 && r2 == 0.5) {
+						continue
+					}
+					rest = append(rest, c)
+				}
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(2026, 77))
+	rng.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+	return rest[:n]
+}
+
+// The second sample is the fixed draw it says it is, apart from the
+// paper grid, and set up as it is.
+func TestPapergrid2Sample(t *testing.T) {
+	assert.Equal(t, drawSecondSample(48), papergrid2Cells)
+	g, err := parseScenarios("papergrid2", testTraces)
+	require.NoError(t, err)
+	require.Len(t, g, 48)
+	first := map[string]bool{}
+	for _, sc := range papergrid() {
+		first[sc.Name] = true
+	}
+	for _, sc := range g {
+		assert.False(t, first[sc.Name], "%s is in the paper grid too", sc.Name)
+		assert.Equal(t, float64(gridQueue), sc.queueBDP(), sc.Name)
+		assert.True(t, sc.Prune, sc.Name)
+	}
+	check, err := parseScenarios("gridcheck", testTraces)
+	require.NoError(t, err)
+	require.Len(t, check, 8)
+	for _, sc := range check {
+		assert.True(t, first[sc.Name], "%s: the check's cells are the paper grid's", sc.Name)
+	}
 }

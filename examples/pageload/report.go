@@ -72,6 +72,9 @@ type results struct {
 	// leftOut are the single paths not run in a cell, and why (see
 	// leftOut): the path's arithmetic load time, and the other's.
 	leftOut map[cellKey][]leftOutPath
+	// lowered is what a parallel run said when it lowered its
+	// parallelism (see parallelism.count).
+	lowered []string
 }
 
 // leftOutPath is a single path left out of a cell by arithmetic.
@@ -282,6 +285,7 @@ func (r *results) printTables(w io.Writer) {
 				contenderNames[l.contender], l.alone.Seconds(), pruneRatio, l.others.Seconds())
 		}
 	}
+	r.printLateness(w)
 	if len(r.cells) < 2 {
 		return
 	}
@@ -308,6 +312,30 @@ func (r *results) printTables(w io.Writer) {
 	tw.Flush()
 }
 
+// printLateness writes how late the emulators ran during the run's
+// loads, and how many loads were loaded again for it (see measureInTime).
+func (r *results) printLateness(w io.Writer) {
+	var redone, keptLate int
+	var worst, meanSum time.Duration
+	for _, rec := range r.records {
+		redone += rec.Redone
+		if rec.KeptLate {
+			keptLate++
+		}
+		worst = max(worst, rec.LateMax)
+		meanSum += rec.LateMean
+	}
+	if len(r.records) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nThe emulators' lateness: the latest packet of any load %v, a load's mean %v on average; %d tries of %d loads dropped and loaded again, %d kept although late",
+		worst, meanSum/time.Duration(len(r.records)), redone, len(r.records), keptLate)
+	if len(r.lowered) > 0 {
+		fmt.Fprintf(w, "; %s", strings.Join(r.lowered, "; "))
+	}
+	fmt.Fprintln(w)
+}
+
 // speedups are, sorted, the better single interface's median PLT over
 // contender c's, one per cell.
 func (r *results) speedups(c string) []float64 {
@@ -331,13 +359,14 @@ func (r *results) write(dir string) error {
 	if err := r.writeBench(filepath.Join(dir, "loads.txt")); err != nil {
 		return err
 	}
-	loads := [][]string{{"scenario", "workload", "contender", "rep", "plt_s", "bytes", "lower_bound_s", "objects_per_path", "server_retransmits", "server_timeouts", "moved", "split", "resumed", "queue_bdp", "failed"}}
+	loads := [][]string{{"scenario", "workload", "contender", "rep", "plt_s", "bytes", "lower_bound_s", "objects_per_path", "server_retransmits", "server_timeouts", "moved", "split", "resumed", "queue_bdp", "failed", "late_max_ms", "late_mean_ms", "redone", "kept_late"}}
 	for _, rec := range r.records {
 		k := cellKey{rec.Scenario, rec.Workload}
 		loads = append(loads, []string{rec.Scenario, rec.Workload, rec.Contender, strconv.Itoa(rec.Rep), secs(rec.PLT),
 			strconv.FormatInt(rec.Bytes, 10), secs(r.bound[k]), pathList(rec.Paths),
 			strconv.FormatInt(rec.Retransmits, 10), strconv.FormatInt(rec.Timeouts, 10),
-			strconv.FormatInt(rec.Moved, 10), strconv.FormatInt(rec.Split, 10), strconv.FormatInt(rec.Resumed, 10), bdps(r.queue[rec.Scenario]), rec.Failed})
+			strconv.FormatInt(rec.Moved, 10), strconv.FormatInt(rec.Split, 10), strconv.FormatInt(rec.Resumed, 10), bdps(r.queue[rec.Scenario]), rec.Failed,
+			msField(rec.LateMax), msField(rec.LateMean), strconv.Itoa(rec.Redone), strconv.FormatBool(rec.KeptLate)})
 	}
 	summary := [][]string{{"scenario", "workload", "contender", "loads", "median_s", "min_s", "p90_s", "max_s", "speedup_vs_better_single", "plt_over_bound", "loads_with_timeout", "queue_bdp", "plt_over_fluid", "loads_failed"}}
 	for _, k := range r.cells {
@@ -421,6 +450,11 @@ func benchKey(s string) string {
 }
 
 func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 4, 64) }
+
+// msField writes d in milliseconds, to the microsecond, for a CSV field.
+func msField(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64)
+}
 
 func bdps(q float64) string { return strconv.FormatFloat(q, 'g', -1, 64) }
 

@@ -1,0 +1,237 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sockintents/intents/internal/testbed"
+)
+
+// lateBound is how late the emulators may deliver packets during a load
+// that counts: a load during which they ran later measured the machine
+// (a busy spell, too many testbeds at once), not the network, and is
+// loaded again.
+type lateBound struct {
+	Max  time.Duration // the latest packet
+	Mean time.Duration // the load's packets on average
+}
+
+// defaultLateBound: the emulators keep a path's RTT to about 0.5 ms when
+// the machine is idle (see ../../internal/testbed), and a 5 ms stall is a
+// quarter of the shortest RTT of the paper's levels.
+var defaultLateBound = lateBound{Max: 5 * time.Millisecond, Mean: 500 * time.Microsecond}
+
+// exceeded reports whether l is beyond the bound.
+func (b lateBound) exceeded(l testbed.Lateness) bool { return l.Max > b.Max || l.Mean() > b.Mean }
+
+// maxRedos is how many times a late load is loaded again before the last
+// try is kept as it is (and counted as kept late): a machine that cannot
+// keep time for four loads in a row should be told, not waited out.
+const maxRedos = 3
+
+// measureInTime runs try (numbered from 0) and then reads the
+// emulators' lateness during it with end, and tries again while the
+// lateness exceeds b, up to maxRedos more times. It returns the last
+// try's lateness and how many tries were dropped.
+func measureInTime(try func(n int), end func() testbed.Lateness, b lateBound) (testbed.Lateness, int) {
+	for n := 0; ; n++ {
+		try(n)
+		l := end()
+		if !b.exceeded(l) || n == maxRedos {
+			return l, n
+		}
+	}
+}
+
+// The client asks the parent, which runs the emulators, to start a load's
+// span ("start REP": the traces set to the load's position, the lateness
+// so far discarded) and to end it ("end": the span's lateness, as JSON),
+// on a pair of pipes: its fd 3 to ask, its fd 4 for the answers.
+const (
+	askStart = "start"
+	askEnd   = "end"
+)
+
+// emulatorLink is the client's end of those pipes.
+type emulatorLink struct {
+	asks    io.Writer
+	answers *bufio.Reader
+}
+
+// start opens load rep's span, once the parent has set it up.
+func (e emulatorLink) start(rep int) {
+	if _, err := fmt.Fprintf(e.asks, "%s %d\n", askStart, rep); err != nil {
+		log.Fatalf("asking the emulators to start a load: %v", err)
+	}
+	if _, err := e.answers.ReadString('\n'); err != nil {
+		log.Fatalf("waiting for the emulators to start a load: %v", err)
+	}
+}
+
+// end closes the span and returns the emulators' lateness over it.
+func (e emulatorLink) end() testbed.Lateness {
+	if _, err := fmt.Fprintln(e.asks, askEnd); err != nil {
+		log.Fatalf("asking the emulators' lateness: %v", err)
+	}
+	line, err := e.answers.ReadBytes('\n')
+	if err != nil {
+		log.Fatalf("reading the emulators' lateness: %v", err)
+	}
+	var l testbed.Lateness
+	if err := json.Unmarshal(line, &l); err != nil {
+		log.Fatalf("reading the emulators' lateness: %v", err)
+	}
+	return l
+}
+
+// serveEmulator answers a client's asks, read from asks, on answers until
+// asks ends: startLoad(rep) sets a load's traces; lateness takes the
+// emulators' span.
+func serveEmulator(asks io.Reader, answers io.Writer, startLoad func(rep int), lateness func() testbed.Lateness) error {
+	sc := bufio.NewScanner(asks)
+	for sc.Scan() {
+		verb, arg, _ := strings.Cut(sc.Text(), " ")
+		var answer []byte
+		switch verb {
+		case askStart:
+			rep, err := strconv.Atoi(arg)
+			if err != nil || rep < 0 {
+				return fmt.Errorf("client asked %q", sc.Text())
+			}
+			startLoad(rep)
+			lateness() // what ran before the load is not the load's
+			answer = []byte("\n")
+		case askEnd:
+			b, err := json.Marshal(lateness())
+			if err != nil {
+				return err
+			}
+			answer = append(b, '\n')
+		default:
+			return fmt.Errorf("client asked %q", sc.Text())
+		}
+		if _, err := answers.Write(answer); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// lowerAt is the share of loads loaded again (over the last lowerWindow
+// or more) above which a parallel run lowers its parallelism: a few per
+// cent is a busy spell; more is the machine failing to run that many
+// testbeds at once.
+const (
+	lowerAt     = 0.05
+	lowerWindow = 40
+)
+
+// parallelism bounds how many cells run at once, and lowers the bound
+// when too many loads have to be loaded again.
+type parallelism struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	limit   int
+	running int
+	// since the last lowering: loads kept, and tries dropped
+	loads, redone int
+	lowered       []string // what it said when it lowered, for the report
+}
+
+func newParallelism(n int) *parallelism {
+	p := &parallelism{limit: max(n, 1)}
+	p.cond = sync.NewCond(&p.mu)
+	return p
+}
+
+// acquire waits for a free slot.
+func (p *parallelism) acquire() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.running >= p.limit {
+		p.cond.Wait()
+	}
+	p.running++
+}
+
+// release frees a slot.
+func (p *parallelism) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.running--
+	p.cond.Broadcast()
+}
+
+// count notes a load kept after redone dropped tries, and lowers the
+// limit by one (not below one) if over the last lowerWindow loads or more
+// more than lowerAt of the tries were dropped. It returns what it said,
+// if it lowered.
+func (p *parallelism) count(redone int) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.loads++
+	p.redone += redone
+	if p.loads < lowerWindow || p.limit == 1 {
+		return ""
+	}
+	share := float64(p.redone) / float64(p.loads+p.redone)
+	if share <= lowerAt {
+		return ""
+	}
+	p.limit--
+	msg := fmt.Sprintf("%.0f %% of the last %d loads' tries ran on late emulators: parallelism lowered to %d", share*100, p.loads+p.redone, p.limit)
+	p.lowered = append(p.lowered, msg)
+	p.loads, p.redone = 0, 0
+	return msg
+}
+
+// progressBar draws a run's progress on stderr, if it is a terminal:
+// loads done of all, and the cells running.
+type progressBar struct {
+	mu          sync.Mutex
+	done, total int
+	running     []string
+}
+
+func (b *progressBar) cell(name string, running bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if running {
+		b.running = append(b.running, name)
+	} else {
+		for i, n := range b.running {
+			if n == name {
+				b.running = append(b.running[:i], b.running[i+1:]...)
+				break
+			}
+		}
+	}
+	b.drawLocked()
+}
+
+func (b *progressBar) load() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.done++
+	b.drawLocked()
+}
+
+// clear removes the bar, before a line of its own goes to stderr.
+func (b *progressBar) clear() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	progress(0, 0, "")
+}
+
+func (b *progressBar) drawLocked() {
+	progress(b.done, b.total, strings.Join(b.running, "  "))
+}

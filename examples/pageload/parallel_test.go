@@ -1,0 +1,122 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sockintents/intents/internal/testbed"
+)
+
+// A load during which the emulators ran later than the bound is dropped
+// and loaded again; the one that kept time is kept, with the count of
+// those dropped; after maxRedos drops the last try is kept as it is.
+func TestLateLoadsAreLoadedAgain(t *testing.T) {
+	b := lateBound{Max: 5 * time.Millisecond, Mean: 500 * time.Microsecond}
+	onTime := testbed.Lateness{Packets: 100, Max: time.Millisecond, Total: 10 * time.Millisecond}
+	stalled := testbed.Lateness{Packets: 100, Max: 20 * time.Millisecond, Total: 30 * time.Millisecond} // one stall
+	slow := testbed.Lateness{Packets: 100, Max: 2 * time.Millisecond, Total: 100 * time.Millisecond}    // late throughout
+	assert.False(t, b.exceeded(onTime))
+	assert.True(t, b.exceeded(stalled), "the latest packet over the bound")
+	assert.True(t, b.exceeded(slow), "the mean over the bound")
+	assert.False(t, b.exceeded(testbed.Lateness{}), "no packets, nothing late")
+
+	run := func(spans ...testbed.Lateness) (tries []int, kept testbed.Lateness, redone int) {
+		next := 0
+		kept, redone = measureInTime(func(n int) { tries = append(tries, n) }, func() testbed.Lateness {
+			l := spans[min(next, len(spans)-1)]
+			next++
+			return l
+		}, b)
+		return tries, kept, redone
+	}
+	tries, kept, redone := run(onTime)
+	assert.Equal(t, []int{0}, tries)
+	assert.Equal(t, onTime, kept)
+	assert.Zero(t, redone)
+
+	tries, kept, redone = run(stalled, slow, onTime)
+	assert.Equal(t, []int{0, 1, 2}, tries, "each late try is loaded again")
+	assert.Equal(t, onTime, kept)
+	assert.Equal(t, 2, redone)
+
+	tries, kept, redone = run(stalled)
+	assert.Len(t, tries, maxRedos+1, "a bounded number of tries")
+	assert.Equal(t, stalled, kept, "the last one is kept, late")
+	assert.Equal(t, maxRedos, redone)
+}
+
+// The client's asks and the parent's answers: a load's span starts after
+// its traces are set and what ran before it is discarded; its end brings
+// the span's lateness back.
+func TestEmulatorLink(t *testing.T) {
+	asksR, asksW := io.Pipe()
+	answersR, answersW := io.Pipe()
+	var started []int
+	spans := []testbed.Lateness{
+		{Packets: 7, Max: time.Second}, // before the load: discarded
+		{Packets: 42, Max: 3 * time.Millisecond, Total: 21 * time.Millisecond},
+	}
+	served := make(chan error, 1)
+	go func() {
+		defer answersW.Close()
+		served <- serveEmulator(asksR, answersW, func(rep int) { started = append(started, rep) }, func() testbed.Lateness {
+			l := spans[0]
+			spans = spans[1:]
+			return l
+		})
+	}()
+	link := emulatorLink{asks: asksW, answers: bufio.NewReader(answersR)}
+	link.start(3)
+	assert.Equal(t, []int{3}, started, "the traces set before the load starts")
+	l := link.end()
+	assert.Equal(t, int64(42), l.Packets)
+	assert.Equal(t, 3*time.Millisecond, l.Max)
+	assert.Equal(t, 500*time.Microsecond, l.Mean())
+	asksW.Close()
+	require.NoError(t, <-served)
+
+	// A garbled ask ends the conversation with an error, not a guess.
+	asksR, asksW = io.Pipe()
+	go func() {
+		io.WriteString(asksW, "start -1\n")
+		asksW.Close()
+	}()
+	assert.Error(t, serveEmulator(asksR, io.Discard, func(int) {}, func() testbed.Lateness { return testbed.Lateness{} }))
+}
+
+// Parallelism falls by one when more than lowerAt of the tries over the
+// last lowerWindow loads or more were dropped, and never below one; a few
+// drops do not lower it.
+func TestParallelismLowers(t *testing.T) {
+	p := newParallelism(3)
+	for range lowerWindow {
+		assert.Empty(t, p.count(0))
+	}
+	assert.Empty(t, p.count(2), "2 of 43 tries: under the share")
+	assert.Equal(t, 3, p.limit)
+	msg := ""
+	for i := 0; msg == ""; i++ {
+		require.Less(t, i, 10, "lowered within a few late loads")
+		msg = p.count(1)
+	}
+	assert.Equal(t, 2, p.limit)
+	assert.Contains(t, msg, "parallelism lowered to 2")
+	for range lowerWindow - 1 {
+		assert.Empty(t, p.count(1), "a new window: not judged before it is full")
+	}
+	assert.NotEmpty(t, p.count(1))
+	assert.Equal(t, 1, p.limit)
+	for range 2 * lowerWindow {
+		assert.Empty(t, p.count(3), "never below one")
+	}
+	assert.Equal(t, 1, p.limit)
+	assert.Len(t, p.lowered, 2)
+
+}
