@@ -39,6 +39,25 @@ type Snapshot struct {
 	// Unresponsive: the path carried nothing for a while with data owed
 	// and did not answer a probe, and nothing has got through since.
 	Unresponsive bool
+	// Remembered: some of the above (the RTTs until this process has a
+	// sample, the capacity until a transfer shows it, the loss until a
+	// connection reports) stands on what an earlier process learnt of
+	// the same network (see Remember), learnt Age ago (the older of the
+	// two, where both are used).
+	Remembered bool
+	Age        time.Duration
+}
+
+// Remembered is what an earlier process learnt of a path on the same
+// network: its RTTs from Samples samples, learnt at RTTAt, and its
+// capacity (0: none was shown), learnt at CapacityAt.
+type Remembered struct {
+	RTT, MinRTT time.Duration
+	Samples     int
+	RTTAt       time.Time
+	Capacity    float64 // bits/s
+	CapacityAt  time.Time
+	Loss        float64
 }
 
 // FreeRate is the capacity share a new transfer can expect, the
@@ -72,6 +91,58 @@ type Path struct {
 	delivered atomic.Int64
 	probing   atomic.Bool // a probe of the path is under way
 	silent    atomic.Bool // see Snapshot.Unresponsive
+	// remembered is what an earlier process learnt (see Remember);
+	// capacity and capacityAt the last capacity this one saw shown, and
+	// when, which outlive maxRate's window (see Learnt).
+	remembered *Remembered
+	capacity   float64
+	capacityAt time.Time
+}
+
+// Remember gives the path what an earlier process learnt of it, to stand
+// until this process measures the same: the RTTs until its first sample,
+// the capacity until a transfer shows it (the capacity that stands is the
+// larger of it and what transfers have shown as a floor), the loss until
+// a connection reports some.
+func (p *Path) Remember(r Remembered) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.remembered = &r
+}
+
+// Learnt is what this process has measured of the path, to remember for
+// the next (false: nothing yet): its RTTs once it has a sample, the last
+// capacity a transfer showed (however long ago), its loss.
+func (p *Path) Learnt() (Remembered, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var r Remembered
+	now := p.now()
+	if p.samples > 0 {
+		r.RTT, r.Samples, r.RTTAt = p.srtt, p.samples, now
+		r.MinRTT = p.srtt
+		if v, ok := p.minRTT.get(); ok {
+			r.MinRTT = time.Duration(v)
+		}
+	}
+	p.noteCapacity()
+	if p.capacity > 0 {
+		r.Capacity, r.CapacityAt = p.capacity, p.capacityAt
+	}
+	if p.sent > 0 {
+		r.Loss = float64(p.lost) / float64(p.sent)
+	}
+	return r, r.Samples > 0 || r.Capacity > 0
+}
+
+// noteCapacity keeps the capacity shown now, if any. Under p.mu.
+func (p *Path) noteCapacity() {
+	if !p.shown {
+		return
+	}
+	if v, at := p.maxRate.best(); !at.IsZero() {
+		p.capacity, p.capacityAt = v, at
+	}
 }
 
 // MarkUnresponsive marks the path as carrying nothing; it reports whether
@@ -353,6 +424,21 @@ func (p *Path) Snapshot() Snapshot {
 	defer p.mu.Unlock()
 	s := p.prior
 	s.Active = p.active
+	p.noteCapacity()
+	if r := p.remembered; r != nil {
+		now := p.now()
+		if p.samples == 0 && r.RTT > 0 {
+			s.RTT, s.MinRTT = r.RTT, r.MinRTT
+			s.Remembered, s.Age = true, now.Sub(r.RTTAt)
+		}
+		if !p.shown && r.Capacity > 0 {
+			s.MaxRate, s.CapacityShown = max(s.MaxRate, r.Capacity), true
+			s.Remembered, s.Age = true, max(s.Age, now.Sub(r.CapacityAt))
+		}
+		if p.sent == 0 {
+			s.Loss = r.Loss
+		}
+	}
 	if p.samples > 0 {
 		s.RTT, s.RTTVar, s.Samples = p.srtt, p.rttvar, p.samples
 		if v, ok := p.minRTT.get(); ok {
@@ -362,7 +448,9 @@ func (p *Path) Snapshot() Snapshot {
 	if p.rateKnown {
 		s.Rate = p.rate
 		// A configured capacity is a floor: light traffic never shows a
-		// path's capacity, so measurements only raise it.
+		// path's capacity, so measurements only raise it. A remembered
+		// one is too, until a transfer shows the path's (above): it may
+		// be of a path that has since slowed.
 		if v, ok := p.maxRate.get(); ok {
 			s.MaxRate = max(s.MaxRate, v)
 		}

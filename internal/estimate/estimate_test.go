@@ -255,3 +255,67 @@ func TestFirstFlightShowsCapacityAsABurstDoes(t *testing.T) {
 	assert.True(t, slow.Snapshot().CapacityShown, "evenly spread by a slow path")
 	assert.InDelta(t, 0.5e6, slow.Snapshot().MaxRate, 1)
 }
+
+// What an earlier process learnt stands until this one measures the same,
+// field by field, and says how old it is; a capacity it showed is
+// replaced, not only raised, once a transfer here shows the path's.
+func TestRememberedStandsUntilMeasured(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	p := New(0, 0)
+	p.SetClock(func() time.Time { return now })
+	p.Remember(Remembered{RTT: 50 * time.Millisecond, MinRTT: 40 * time.Millisecond, Samples: 12, RTTAt: now.Add(-time.Hour),
+		Capacity: 20e6, CapacityAt: now.Add(-2 * time.Hour), Loss: 0.01})
+	s := p.Snapshot()
+	assert.True(t, s.Remembered)
+	assert.Equal(t, 2*time.Hour, s.Age, "the older of the two")
+	assert.Equal(t, 50*time.Millisecond, s.RTT)
+	assert.Equal(t, 40*time.Millisecond, s.MinRTT)
+	assert.Zero(t, s.Samples, "no sample of this process's")
+	assert.Equal(t, 20e6, s.MaxRate)
+	assert.True(t, s.CapacityShown, "an earlier process saw it")
+	assert.Equal(t, 0.01, s.Loss)
+
+	p.AddRTT(30 * time.Millisecond)
+	s = p.Snapshot()
+	assert.Equal(t, 30*time.Millisecond, s.RTT, "a sample of its own replaces the RTTs")
+	assert.Equal(t, 2*time.Hour, s.Age, "the capacity still stands on the old knowledge")
+	p.AddTransfer(100_000, 0, 100*time.Millisecond) // 8 Mbit/s, too quick to show the capacity
+	s = p.Snapshot()
+	assert.Equal(t, 20e6, s.MaxRate, "a floor below the remembered capacity does not replace it")
+	assert.True(t, s.Remembered)
+
+	p.AddTransfer(100_000, 0, 400*time.Millisecond) // held back: 2 Mbit/s, shown
+	s = p.Snapshot()
+	assert.False(t, s.Remembered, "everything measured here")
+	assert.Zero(t, s.Age)
+	assert.InDelta(t, 8e6, s.MaxRate, 1, "the capacity shown here (the window's fastest), not the remembered 20 Mbit/s")
+}
+
+// Learnt is what this process measured, for the next one: nothing before
+// a sample; the last capacity shown even after the window forgot it.
+func TestLearnt(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	p := New(0, 0)
+	p.SetClock(func() time.Time { return now })
+	_, ok := p.Learnt()
+	assert.False(t, ok, "nothing measured")
+	p.Remember(Remembered{RTT: time.Second, RTTAt: now, Capacity: 1e6, CapacityAt: now})
+	_, ok = p.Learnt()
+	assert.False(t, ok, "what was remembered is not learnt again")
+
+	p.AddRTT(20 * time.Millisecond)
+	r, ok := p.Learnt()
+	assert.True(t, ok)
+	assert.Equal(t, 20*time.Millisecond, r.RTT)
+	assert.Equal(t, 1, r.Samples)
+	assert.Equal(t, now, r.RTTAt)
+	assert.Zero(t, r.Capacity, "no capacity shown yet")
+
+	p.AddTransfer(100_000, 0, 400*time.Millisecond)
+	shownAt := now
+	now = now.Add(2 * MaxRateWindow)
+	r, ok = p.Learnt()
+	assert.True(t, ok)
+	assert.InDelta(t, 2e6, r.Capacity, 1, "the last capacity shown, though out of the window")
+	assert.Equal(t, shownAt, r.CapacityAt, "and when it was")
+}

@@ -22,6 +22,9 @@ func newWindowed(window time.Duration, better func(a, b float64) bool) windowed 
 
 func (w *windowed) get() (float64, bool) { return w.s[0].v, !w.s[0].t.IsZero() }
 
+// best is the best sample and when it was taken (zero: none).
+func (w *windowed) best() (float64, time.Time) { return w.s[0].v, w.s[0].t }
+
 // update adds v, measured at t, and returns the best over the window.
 func (w *windowed) update(t time.Time, v float64) float64 {
 	n := sample{t, v}
