@@ -300,6 +300,26 @@ func ExampleConfig_paths() {
 	}
 }
 
+// A Manager can keep what it learns of each network's paths in a file, so
+// that the program's next run on the same network starts from it rather
+// than blind: its first page is placed knowing which path was slow.
+func ExampleConfig_knowledge() {
+	file, err := intents.DefaultKnowledgeFile() // in the user's cache directory
+	if err != nil {
+		log.Fatal(err)
+	}
+	m, err := intents.NewManager(intents.Config{Policy: &policy.EAF{}, Knowledge: file})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close() // saves what was learnt (it is saved every minute too)
+	for _, p := range m.Paths() {
+		if e := p.Estimate(); e.Remembered {
+			fmt.Printf("%s: RTT %v, capacity %d bit/s, learnt %v ago\n", p.Name, e.RTT, e.Bandwidth, e.Age.Round(time.Second))
+		}
+	}
+}
+
 // Each path can resolve names over encrypted DNS of its own: DNS over TLS
 // (RFC 7858) or over HTTPS (RFC 8484), through that path, with the
 // plaintext servers never asked unless DNSPlaintextFallback. "#NAME"

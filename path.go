@@ -1,6 +1,7 @@
 package intents
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -52,7 +53,8 @@ type Path struct {
 	// RTT and Bandwidth of its PathConfig.
 	Prior Estimate
 
-	est *estimate.Path // live estimates, shared by the path's snapshots
+	est      *estimate.Path // live estimates, shared by the path's snapshots
+	prefixes []netip.Prefix // of Addrs, for its network's identity
 }
 
 // Estimate is what is known about a path's performance. Zero fields are
@@ -71,6 +73,7 @@ type Estimate struct {
 	Active         int           // connections with transfers in progress
 	Loss           float64       // share of segments lost, 0..1
 	Measured       bool          // RTT is measured, not only the prior
+	Samples        int           // RTT samples this Manager measured
 	Pending        int64         // bytes expected by this library's transfers in progress
 	ProbeRTT       time.Duration // median connect time of recent active probes (0: none)
 	// Unresponsive: connections on the path received nothing for several
@@ -83,6 +86,13 @@ type Estimate struct {
 	// connection that stops hearing from its path moves off it instead
 	// (UDP may be what is blocked there).
 	Unresponsive bool
+	// Remembered: some of the above stands on what an earlier Manager
+	// learnt of the same network (Config.Knowledge) rather than on this
+	// one's measurements: the RTTs until a connection here measures one,
+	// the capacity until a transfer here shows it. Age is how old that
+	// knowledge is; a decision on it is surer the younger it is.
+	Remembered bool
+	Age        time.Duration
 }
 
 // FreeBandwidth is the capacity share a new transfer can expect, the
@@ -105,7 +115,8 @@ func (p *Path) Estimate() Estimate {
 	}
 	s := p.est.Snapshot()
 	return Estimate{RTT: s.RTT, RTTVar: s.RTTVar, MinRTT: s.MinRTT, Bandwidth: int64(s.MaxRate), BandwidthFloor: !s.CapacityShown, Rate: int64(s.Rate),
-		Active: s.Active, Loss: s.Loss, Measured: s.Samples > 0, Pending: s.Pending, ProbeRTT: s.ProbeRTT, Unresponsive: s.Unresponsive}
+		Active: s.Active, Loss: s.Loss, Measured: s.Samples > 0, Samples: s.Samples, Pending: s.Pending, ProbeRTT: s.ProbeRTT, Unresponsive: s.Unresponsive,
+		Remembered: s.Remembered, Age: s.Age}
 }
 
 // Addr returns the path's first address of the family of remote (IPv4 or
@@ -210,6 +221,17 @@ type Config struct {
 	// destination, the paths and connections offered, the choices and the
 	// policy's reason.
 	Logger *slog.Logger
+	// Knowledge, if set, is a file in which the Manager keeps what it
+	// learns of its paths (RTTs, capacity, loss, with when and from how
+	// many samples), by network: an interface's addresses' prefixes,
+	// gateway and DNS servers tell one network from another. A new
+	// Manager on a network an earlier one saw starts from what that one
+	// learnt, up to KnowledgeMaxAge old, until it measures the same
+	// itself (Estimate.Remembered says which estimates stand on it). It
+	// is saved every minute and on Close; a corrupt or foreign file is
+	// ignored with a warning (on Logger, else slog's default). See
+	// DefaultKnowledgeFile.
+	Knowledge string
 }
 
 // ProbeConfig configures active probing: connect-time measurements to a
@@ -255,6 +277,10 @@ type Manager struct {
 
 	estMu      sync.Mutex
 	estimators map[string]*estimate.Path // guarded by estMu
+
+	knowledge *knowledge    // nil without Config.Knowledge
+	saving    chan struct{} // closed to stop the saver
+	saved     chan struct{} // closed when the saver has stopped
 
 	subsMu sync.Mutex
 	subs   map[*func()]struct{} // called after each change of the table
@@ -348,8 +374,15 @@ func NewManager(cfg Config) (*Manager, error) {
 	}
 	m := &Manager{cfg: cfg, changed: make(chan struct{}), estimators: map[string]*estimate.Path{}}
 	m.resolver = &Resolver{Manager: m}
+	if cfg.Knowledge != "" {
+		m.knowledge = loadKnowledge(cfg.Knowledge, cmp.Or(cfg.Logger, slog.Default()))
+	}
 	if err := m.Refresh(); err != nil {
 		return nil, err
+	}
+	if m.knowledge != nil {
+		m.saving, m.saved = make(chan struct{}), make(chan struct{})
+		go m.keepSaving()
 	}
 	if cfg.MPTCPEndpoints {
 		ensure := func() { m.mptcp.ensure(m.Paths()) }
@@ -374,9 +407,18 @@ func NewManager(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
-// Close stops watching interface changes and probing. The Manager's table
-// stays usable.
+// Close stops watching interface changes and probing, and saves what was
+// learnt of the paths (Config.Knowledge). The Manager's table stays
+// usable.
 func (m *Manager) Close() error {
+	if m.saving != nil {
+		select {
+		case <-m.saving:
+		default:
+			close(m.saving)
+		}
+		<-m.saved
+	}
 	m.resolver.wire.Close()
 	m.mptcp.remove()
 	if m.probing != nil {
@@ -534,15 +576,30 @@ func (m *Manager) discover() ([]*Path, error) {
 	sys, _ := dns.ClientConfigFromFile(m.cfg.ResolvConf) // a missing file leaves paths without DNS
 	var paths []*Path
 	// Each Addrs call is a netlink dump on Linux: one per interface.
+	// prefixes of each interface, for its network's identity (see
+	// networkID)
+	prefixes := map[string][]netip.Prefix{}
 	addrsOf := func(ifi net.Interface) []netip.Addr {
 		addrs, err := ifi.Addrs()
 		if err != nil {
 			return nil
 		}
-		return usableAddrs(addrs)
+		usable := usableAddrs(addrs)
+		var all []netip.Prefix
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok {
+				ip, ok := netip.AddrFromSlice(ipn.IP)
+				ones, _ := ipn.Mask.Size()
+				if ok {
+					all = append(all, netip.PrefixFrom(ip.Unmap(), ones))
+				}
+			}
+		}
+		prefixes[ifi.Name] = prefixesOf(all, usable)
+		return usable
 	}
 	add := func(ifi net.Interface, pc *PathConfig, addrs []netip.Addr) {
-		p := &Path{Name: ifi.Name, Index: ifi.Index, Addrs: addrs,
+		p := &Path{Name: ifi.Name, Index: ifi.Index, Addrs: addrs, prefixes: prefixes[ifi.Name],
 			Up: ifi.Flags&net.FlagUp != 0 && ifi.Flags&net.FlagRunning != 0}
 		p.Type = classify(ifi)
 		if pc != nil && pc.Type != TypeUnspecified {
@@ -558,8 +615,8 @@ func (m *Manager) discover() ([]*Path, error) {
 			}
 			p.Prior = Estimate{RTT: pc.RTT, MinRTT: pc.RTT, Bandwidth: pc.Bandwidth}
 		}
-		p.est = m.estimatorOf(p)
 		m.pathDNS(p, pc, sys)
+		p.est = m.estimatorOf(p) // after the DNS servers, which name its network
 		paths = append(paths, p)
 	}
 	if len(m.cfg.Paths) == 0 {
@@ -591,6 +648,11 @@ func (m *Manager) estimatorOf(p *Path) *estimate.Path {
 	est := m.estimators[p.Name]
 	if est == nil {
 		est = estimate.New(p.Prior.RTT, float64(p.Prior.Bandwidth))
+		if m.knowledge != nil {
+			if r, ok := m.knowledge.lookup(networkID(p)); ok {
+				est.Remember(r)
+			}
+		}
 		m.estimators[p.Name] = est
 	}
 	return est

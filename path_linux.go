@@ -2,6 +2,7 @@ package intents
 
 import (
 	"bufio"
+	"encoding/hex"
 	"errors"
 	"net"
 	"net/netip"
@@ -186,4 +187,42 @@ func ifaceRxBytes(name string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	return n, err == nil
+}
+
+// gatewayHardwareAddr is the link-layer address of the default gateway
+// through interface name, from /proc/net/route and the neighbour table
+// (/proc/net/arp), or "" if it has none known (a point-to-point link).
+func gatewayHardwareAddr(name string) string {
+	routes, err := os.ReadFile("/proc/net/route")
+	if err != nil {
+		return ""
+	}
+	var gw string
+	for _, line := range strings.Split(string(routes), "\n")[1:] {
+		f := strings.Fields(line)
+		// Iface Destination Gateway ...: the default route's gateway, in
+		// hexadecimal, in the host's byte order (little-endian here).
+		if len(f) >= 3 && f[0] == name && f[1] == "00000000" && f[2] != "00000000" {
+			b, err := hex.DecodeString(f[2])
+			if err != nil || len(b) != 4 {
+				return ""
+			}
+			gw = netip.AddrFrom4([4]byte{b[3], b[2], b[1], b[0]}).String()
+			break
+		}
+	}
+	if gw == "" {
+		return ""
+	}
+	arp, err := os.ReadFile("/proc/net/arp")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(arp), "\n")[1:] {
+		// IP address, HW type, Flags, HW address, Mask, Device
+		if f := strings.Fields(line); len(f) >= 6 && f[0] == gw && f[5] == name {
+			return f[3]
+		}
+	}
+	return ""
 }

@@ -26,3 +26,7 @@ func watchInterfaces(func()) (func() error, error) { return nil, errors.ErrUnsup
 // ifaceRxBytes has no portable source outside Linux; only the library's own
 // transfers are counted.
 func ifaceRxBytes(string) (int64, bool) { return 0, false }
+
+// gatewayHardwareAddr has no portable source outside Linux: a network is
+// told by its prefixes and DNS servers alone.
+func gatewayHardwareAddr(string) string { return "" }
