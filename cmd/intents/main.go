@@ -95,6 +95,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, mf manage
 }
 
 // helpError is -h or -help given to a command.
+// knowledgeFlag is -knowledge: where a command's Manager keeps what it
+// learns of each network's paths (intents.Config.Knowledge), by default
+// intents.DefaultKnowledgeFile, so that the next run on the same network
+// starts from it.
+func knowledgeFlag(fs *flag.FlagSet) *string {
+	def, err := intents.DefaultKnowledgeFile()
+	if err != nil {
+		def = "" // no cache directory (no $HOME): nothing kept
+	}
+	return fs.String("knowledge", def, "keep what is learnt of each network's paths in `FILE` and start from it next time (empty: keep nothing)")
+}
+
 type helpError struct{ fs *flag.FlagSet }
 
 func (e helpError) Error() string { return e.fs.Name() + ": help requested" }
@@ -354,6 +366,7 @@ func cmdGet(ctx context.Context, args []string, stdout, stderr io.Writer, mf man
 	pname := fs.String("policy", "eaf", "policy: "+policyNames())
 	aggregate := fs.Bool("aggregate", false, "fetch in byte ranges over all permitted paths at once")
 	twoStep := fs.Int("twostep", 0, "two-step download: first this many bytes, then the rest as a sized request")
+	knowledge := knowledgeFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -368,7 +381,7 @@ func cmdGet(ctx context.Context, args []string, stdout, stderr io.Writer, mf man
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	m, err := mf(intents.Config{Policy: mk(), NoWatch: true})
+	m, err := mf(intents.Config{Policy: mk(), NoWatch: true, Knowledge: *knowledge})
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -27,7 +28,24 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain keeps the commands' knowledge (their -knowledge default, in
+// the user's cache directory) in a folder of the tests' own.
+func TestMain(m *testing.M) {
+	cache, err := os.MkdirTemp("", "intents-cache-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CACHE_HOME", cache)
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.RemoveAll(cache)
+	os.Exit(code)
+}
 
 // fakePaths is a path table as a laptop with Wi-Fi and LTE might have it.
 func fakePaths() []*intents.Path {
@@ -136,6 +154,34 @@ func TestGet(t *testing.T) {
 		io.Discard, &stderr, loopManager(t, ""))
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr.String(), "404 Not Found")
+}
+
+// get gives its Manager a file to keep what it learns of the paths in:
+// by default in the user's cache directory; -knowledge "" none.
+func TestGetKeepsKnowledge(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(make([]byte, 1000))
+	}))
+	defer srv.Close()
+	def, err := intents.DefaultKnowledgeFile()
+	require.NoError(t, err)
+	mine := filepath.Join(t.TempDir(), "k.json")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{{nil, def}, {[]string{"-knowledge", ""}, ""}, {[]string{"-knowledge", mine}, mine}} {
+		var got []string
+		loop := loopManager(t, "")
+		mf := func(cfg intents.Config) (*intents.Manager, error) {
+			got = append(got, cfg.Knowledge)
+			return loop(cfg)
+		}
+		args := append(append([]string{"get", "-o", filepath.Join(t.TempDir(), "out")}, c.args...), srv.URL+"/")
+		var stderr bytes.Buffer
+		require.Equal(t, 0, run(context.Background(), args, io.Discard, &stderr, mf), stderr.String())
+		assert.Equal(t, []string{c.want}, got, "%q", c.args)
+	}
+	assert.Contains(t, def, os.Getenv("XDG_CACHE_HOME"), "the tests' own cache folder")
 }
 
 func TestResolve(t *testing.T) {

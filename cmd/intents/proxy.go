@@ -85,6 +85,7 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 	var pac pacFlag
 	fs.Var(&pac, "pac", "in the PAC file served at /proxy.pac, send `PATTERN=ADDR` (a rules pattern) to the listener at ADDR (repeatable)")
 	verbose := fs.Bool("v", false, "log each request's decision and each tunnel")
+	knowledge := knowledgeFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -152,7 +153,7 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 		}
 	}
 
-	cfg := intents.Config{Policy: mk()}
+	cfg := intents.Config{Policy: mk(), Knowledge: *knowledge}
 	if *verbose {
 		cfg.Logger = logger // each decision, at debug level
 	}

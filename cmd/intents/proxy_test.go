@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sockintents/intents"
 	"github.com/sockintents/intents/internal/testbed"
 )
 
@@ -34,9 +35,15 @@ func TestProxyCommand(t *testing.T) {
 	pr, pw := io.Pipe()
 	var logged strings.Builder
 	code := make(chan int, 1)
+	var knowledge string
+	loop := loopManager(t, "")
+	mf := func(cfg intents.Config) (*intents.Manager, error) {
+		knowledge = cfg.Knowledge
+		return loop(cfg)
+	}
 	go func() {
 		code <- run(ctx, []string{"proxy", "-listen", "127.0.0.1:0=category=bulk", "-socks", "127.0.0.1:0", "-metrics", "127.0.0.1:0",
-			"-rules", rules, "-pac", "*.example=127.0.0.1:8081", "-v"}, io.Discard, pw, loopManager(t, ""))
+			"-rules", rules, "-pac", "*.example=127.0.0.1:8081", "-v"}, io.Discard, pw, mf)
 		pw.Close()
 	}()
 	// The log says where each listener is: HTTP, SOCKS5, metrics, in order.
@@ -80,6 +87,9 @@ func TestProxyCommand(t *testing.T) {
 	assert.Equal(t, 0, <-code)
 	<-copied
 	assert.Regexp(t, `proxy: request" method=GET url=http://127.0.0.1:\d+/ status=200 path=system`, logged.String(), "-v logs each request with its path")
+	def, err := intents.DefaultKnowledgeFile()
+	require.NoError(t, err)
+	assert.Equal(t, def, knowledge, "the proxy keeps what it learns of the paths by default")
 }
 
 func TestProxyCommandUsage(t *testing.T) {
