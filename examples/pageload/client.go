@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,8 +52,12 @@ var (
 		// The headline: a first visit, nothing known, nothing hinted.
 		"eaf": "EAF (intents)",
 		// Variants that need the caller's help, or an earlier visit.
-		"eaf-hints":   "EAF, size hints (intents)",
-		"eaf-warm":    "EAF, warm Manager (intents)",
+		"eaf-hints": "EAF, size hints (intents)",
+		"eaf-warm":  "EAF, warm Manager (intents)",
+		// A new Manager and Transport for each load, as "eaf", but from
+		// what the one before learnt of the paths and saved
+		// (Config.Knowledge): a program started again.
+		"eaf-restart": "EAF, restarted with knowledge (intents)",
 		"eaf-twostep": "EAF, two-step 8 KiB (intents)",
 		"eaf-priors":  "EAF, priors (intents)",
 		// Everything a scheduler could know (sizes and the paths' true
@@ -170,9 +175,10 @@ type contender struct {
 	// Manager and Transport, which know nothing of the paths or sizes).
 	fresh bool
 	hints bool // each object's size is attached as an intent
-	// warm: an intents contender that keeps its Manager and Transport
-	// across loads, after one unmeasured load.
-	warm bool
+	// prime: an unmeasured load comes first, which a warm contender
+	// keeps its Manager and Transport from, and a restarted one the
+	// knowledge its Manager saved.
+	prime bool
 	// https: it loads the pages over HTTPS (the HTTP/3 contenders).
 	https bool
 	// pathHeader names the response header that tells an object's path
@@ -209,8 +215,13 @@ func newContender(key string, cfg config) contender {
 		// No name servers: the pages name their hosts by address, and
 		// nothing asked for by name (a browser's own background requests)
 		// is looked up beyond the testbed.
+		// A restarted contender keeps its knowledge in a file of its own.
+		var knowledge string
+		if key == "eaf-restart" {
+			knowledge = filepath.Join(cfg.KnowledgeDir, key+".json")
+		}
 		m, err := intents.NewManager(intents.Config{Paths: paths, Policy: p, NoWatch: true, MPTCPEndpoints: true, Logger: logger,
-			ResolvConf: os.DevNull})
+			ResolvConf: os.DevNull, Knowledge: knowledge})
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -243,11 +254,15 @@ func newContender(key string, cfg config) contender {
 		return c
 	case "eaf-warm":
 		c := withPolicy(&policy.EAF{}, false)
-		c.fresh, c.warm = false, true
+		c.fresh, c.prime = false, true
 		return c
 	case "eaf-twostep":
 		c := withPolicy(&policy.EAF{}, false)
 		c.rt.(*intents.Transport).TwoStep = 8 << 10
+		return c
+	case "eaf-restart":
+		c := withPolicy(&policy.EAF{}, false)
+		c.prime = true
 		return c
 	case "eaf-priors":
 		return withPolicy(&policy.EAF{}, true)
@@ -406,6 +421,12 @@ func client() {
 		log.Fatal(err)
 	}
 	warmPaths()
+	dir, err := os.MkdirTemp("", "pageload-knowledge-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	cfg.KnowledgeDir = dir
 	var contenders []contender
 	for _, k := range cfg.Contenders {
 		contenders = append(contenders, newContender(k, cfg))
@@ -506,7 +527,7 @@ func client() {
 			return res, tcp, moved, estimates, err
 		}
 		for _, c := range contenders {
-			if c.warm {
+			if c.prime {
 				load(c, "") // the Manager's first look at the paths: not measured
 			}
 		}

@@ -316,6 +316,9 @@ type config struct {
 	Traced bool
 	// Browser is where the browser contenders' Chromium runs.
 	Browser browserSetup
+	// KnowledgeDir is the client's folder for the restarted contenders'
+	// knowledge (Config.Knowledge), made by the client.
+	KnowledgeDir string `json:"-"`
 }
 
 // browserSetup is the isolated namespace the browser contenders run
