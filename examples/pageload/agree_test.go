@@ -3,6 +3,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -44,9 +45,9 @@ func TestRunReadsBack(t *testing.T) {
 	assert.Len(t, r.testPaper("eaf").cells, 2)
 }
 
-// The candidate passes when it agrees with each reference as well as they
-// agree with each other, and fails when it is off in more cells, or
-// counts more cells clearly slower than they differ by.
+// The candidate passes when it agrees with each reference in as many
+// cells as the references' noise allows, and fails when it is off in more
+// cells, or counts more cells clearly slower than that noise allows.
 func TestJudgeAgreement(t *testing.T) {
 	cells := func(ratios ...float64) map[cellKey]ratioInterval {
 		m := map[cellKey]ratioInterval{}
@@ -57,17 +58,50 @@ func TestJudgeAgreement(t *testing.T) {
 	}
 	s1 := runVerdict{"s1", cells(1.0, 1.1, 0.9, 1.2), 1}
 	s2 := runVerdict{"s2", cells(1.02, 1.12, 0.88, 1.4), 2} // off in the last cell
+	noise := agreeNoise{share: 0.75, off: 1}
 	same := runVerdict{"p", cells(1.01, 1.11, 0.9, 1.3), 2}
-	v := judgeAgreement([]runVerdict{s1, s2, same})
-	assert.Equal(t, 0.75, v.refShare)
-	assert.Equal(t, 1, v.refSlowerOff)
-	assert.True(t, v.passes, "off in one cell of four against each, as the references are")
+	v := judgeAgreement([]runVerdict{s1, s2, same}, noise)
+	assert.True(t, v.passes, "off in one cell of four against each, as the noise allows")
+	assert.Len(t, v.pairs, 3)
 
 	worse := runVerdict{"p", cells(1.2, 1.11, 0.9, 1.3), 2} // off in the first cell too
-	assert.False(t, judgeAgreement([]runVerdict{s1, s2, worse}).passes)
+	assert.False(t, judgeAgreement([]runVerdict{s1, s2, worse}, noise).passes)
 	counts := runVerdict{"p", cells(1.01, 1.11, 0.9, 1.3), 4}
-	assert.False(t, judgeAgreement([]runVerdict{s1, s2, counts}).passes, "two more cells clearly slower than either reference")
+	assert.False(t, judgeAgreement([]runVerdict{s1, s2, counts}, noise).passes, "two more cells clearly slower than either reference")
 
 	var out strings.Builder
 	assert.Error(t, agree(&out, []string{"a", "b"}, testTraces), "two runs cannot judge a third")
+}
+
+// The references' noise is at least as wide as they are apart, and two
+// standard errors wider in the share of cells they agree in.
+func TestReferenceNoise(t *testing.T) {
+	w := pageload.Uniform(4, 10_000, 2)
+	scens, err := parseScenarios("20M/10ms+5M/50ms,6M/20ms+5M/50ms,2M/20ms+5M/50ms,12M/20ms+5M/50ms", testTraces)
+	require.NoError(t, err)
+	run := func(eafOffset ...int) *results {
+		var recs []record
+		for i, sc := range scens {
+			for rep := range 10 {
+				for j, c := range []string{"path1", "path2", "eaf"} {
+					ms := 1000 + 300*j + rep
+					if c == "eaf" {
+						ms = 1000 + eafOffset[i] + rep
+					}
+					recs = append(recs, record{Scenario: sc.Name, Workload: w.Name, Contender: c, Rep: rep, PLT: time.Duration(ms) * time.Millisecond})
+				}
+			}
+		}
+		return newResults(scens, []pageload.Workload{w}, []string{"path1", "path2", "eaf"}, recs)
+	}
+	same := run(0, 0, 0, 0)
+	assert.Equal(t, agreeNoise{share: 1, off: 0}, referenceNoise([]*results{same, same}, "eaf"), "identical runs: no noise")
+	// Apart in one cell of four, where one of them is clearly slower.
+	noise := referenceNoise([]*results{same, run(200, 0, 0, 0)}, "eaf")
+	q := 0.75
+	assert.InDelta(t, q-2*math.Sqrt(q*(1-q)/4), noise.share, 1e-9)
+	assert.Equal(t, 1, noise.off, "one cell apart; sqrt(2 × 0.5) rounds to 1")
+	noise = referenceNoise([]*results{run(200, 200, 200, 200), run(200, 200, 200, 200)}, "eaf")
+	assert.Equal(t, 1.0, noise.share)
+	assert.Equal(t, 3, noise.off, "four cells clearly slower in each: counts that large differ by sqrt(8) by chance")
 }

@@ -577,7 +577,7 @@ type run struct {
 	// its own (at most; lowered when the emulators cannot keep time).
 	parallel int
 	late     lateBound
-	// lowered says what the run said when it lowered its parallelism.
+	// lowered says what the run said when it moved its parallelism.
 	lowered []string
 }
 
@@ -618,7 +618,7 @@ func (r *run) all(scens []scenario) ([]record, error) {
 		})
 	}
 	wg.Wait()
-	r.lowered = par.lowered
+	r.lowered = par.changed
 	var records []record
 	for i, sc := range scens {
 		if errs[i] != nil {

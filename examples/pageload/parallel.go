@@ -126,29 +126,35 @@ func serveEmulator(asks io.Reader, answers io.Writer, startLoad func(rep int), l
 	return sc.Err()
 }
 
-// lowerAt is the share of loads loaded again (over the last lowerWindow
-// or more) above which a parallel run lowers its parallelism: a few per
-// cent is a busy spell; more is the machine failing to run that many
-// testbeds at once.
+// A parallel run watches the share of tries dropped for late emulators
+// over windows of parallelWindow loads: over lowerAt, a window lowers
+// its parallelism by one (not below one); under raiseAt, a window raises
+// it by one again (not above what was asked for). A few per cent is a
+// busy spell of the machine (a compiler run beside it); more is the
+// machine failing to run that many testbeds at once. A window long
+// enough that a spell of a few seconds does not decide it, and the way
+// back up, keep one spell from halving a run's speed for good.
 const (
-	lowerAt     = 0.05
-	lowerWindow = 40
+	lowerAt        = 0.05
+	raiseAt        = 0.01
+	parallelWindow = 100
 )
 
-// parallelism bounds how many cells run at once, and lowers the bound
-// when too many loads have to be loaded again.
+// parallelism bounds how many cells run at once, and moves the bound as
+// above.
 type parallelism struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
+	asked   int
 	limit   int
 	running int
-	// since the last lowering: loads kept, and tries dropped
+	// in the current window: loads kept, and tries dropped
 	loads, redone int
-	lowered       []string // what it said when it lowered, for the report
+	changed       []string // what it said when it moved, for the report
 }
 
 func newParallelism(n int) *parallelism {
-	p := &parallelism{limit: max(n, 1)}
+	p := &parallelism{asked: max(n, 1), limit: max(n, 1)}
 	p.cond = sync.NewCond(&p.mu)
 	return p
 }
@@ -171,26 +177,33 @@ func (p *parallelism) release() {
 	p.cond.Broadcast()
 }
 
-// count notes a load kept after redone dropped tries, and lowers the
-// limit by one (not below one) if over the last lowerWindow loads or more
-// more than lowerAt of the tries were dropped. It returns what it said,
-// if it lowered.
+// count notes a load kept after redone dropped tries and, at the end of
+// a window, moves the limit as above. It returns what it said, if it
+// moved it.
 func (p *parallelism) count(redone int) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.loads++
 	p.redone += redone
-	if p.loads < lowerWindow || p.limit == 1 {
+	if p.loads < parallelWindow {
 		return ""
 	}
 	share := float64(p.redone) / float64(p.loads+p.redone)
-	if share <= lowerAt {
+	tries := p.loads + p.redone
+	p.loads, p.redone = 0, 0
+	var msg string
+	switch {
+	case share > lowerAt && p.limit > 1:
+		p.limit--
+		msg = fmt.Sprintf("%.0f %% of the last %d tries of loads ran on late emulators: parallelism lowered to %d", share*100, tries, p.limit)
+	case share < raiseAt && p.limit < p.asked:
+		p.limit++
+		p.cond.Broadcast()
+		msg = fmt.Sprintf("%.0f %% of the last %d tries of loads ran on late emulators: parallelism raised to %d", share*100, tries, p.limit)
+	default:
 		return ""
 	}
-	p.limit--
-	msg := fmt.Sprintf("%.0f %% of the last %d loads' tries ran on late emulators: parallelism lowered to %d", share*100, p.loads+p.redone, p.limit)
-	p.lowered = append(p.lowered, msg)
-	p.loads, p.redone = 0, 0
+	p.changed = append(p.changed, msg)
 	return msg
 }
 

@@ -91,32 +91,41 @@ func TestEmulatorLink(t *testing.T) {
 	assert.Error(t, serveEmulator(asksR, io.Discard, func(int) {}, func() testbed.Lateness { return testbed.Lateness{} }))
 }
 
-// Parallelism falls by one when more than lowerAt of the tries over the
-// last lowerWindow loads or more were dropped, and never below one; a few
-// drops do not lower it.
-func TestParallelismLowers(t *testing.T) {
+// Parallelism falls by one after a window of loads with more than
+// lowerAt of their tries dropped, never below one, and rises by one after
+// a clean window, never above what was asked for; a few drops move
+// nothing.
+func TestParallelismMoves(t *testing.T) {
 	p := newParallelism(3)
-	for range lowerWindow {
-		assert.Empty(t, p.count(0))
+	window := func(redone ...int) (said []string) {
+		for i := range parallelWindow {
+			r := 0
+			if i < len(redone) {
+				r = redone[i]
+			}
+			if msg := p.count(r); msg != "" {
+				said = append(said, msg)
+			}
+		}
+		return said
 	}
-	assert.Empty(t, p.count(2), "2 of 43 tries: under the share")
+	assert.Empty(t, window(1, 1, 1), "3 of 103 tries: a busy spell, not the machine")
 	assert.Equal(t, 3, p.limit)
-	msg := ""
-	for i := 0; msg == ""; i++ {
-		require.Less(t, i, 10, "lowered within a few late loads")
-		msg = p.count(1)
-	}
-	assert.Equal(t, 2, p.limit)
-	assert.Contains(t, msg, "parallelism lowered to 2")
-	for range lowerWindow - 1 {
-		assert.Empty(t, p.count(1), "a new window: not judged before it is full")
-	}
-	assert.NotEmpty(t, p.count(1))
+	said := window(2, 2, 2)
+	assert.Equal(t, 2, p.limit, "6 of 106 tries")
+	require.Len(t, said, 1)
+	assert.Contains(t, said[0], "lowered to 2")
+	window(3, 3)
 	assert.Equal(t, 1, p.limit)
-	for range 2 * lowerWindow {
-		assert.Empty(t, p.count(3), "never below one")
-	}
-	assert.Equal(t, 1, p.limit)
-	assert.Len(t, p.lowered, 2)
-
+	window(3, 3)
+	assert.Equal(t, 1, p.limit, "never below one")
+	said = window()
+	assert.Equal(t, 2, p.limit, "a clean window: one more")
+	assert.Contains(t, said[0], "raised to 2")
+	window()
+	window()
+	assert.Equal(t, 3, p.limit, "never above what was asked for")
+	window(1)
+	assert.Equal(t, 3, p.limit, "1 of 101: neither way")
+	assert.Len(t, p.changed, 4, "two down, two up")
 }

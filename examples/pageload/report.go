@@ -72,7 +72,7 @@ type results struct {
 	// leftOut are the single paths not run in a cell, and why (see
 	// leftOut): the path's arithmetic load time, and the other's.
 	leftOut map[cellKey][]leftOutPath
-	// lowered is what a parallel run said when it lowered its
+	// lowered is what a parallel run said when it moved its
 	// parallelism (see parallelism.count).
 	lowered []string
 }
