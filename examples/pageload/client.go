@@ -545,15 +545,16 @@ func client() {
 					estimates []estimateSample
 					err       error
 				)
+				var plt time.Duration
 				ended := func() testbed.Lateness {
 					l := emu.end()
-					if cfg.Late.exceeded(l) {
+					if cfg.Late.exceeded(l, plt) {
 						log.Printf("%s, %s, %s, load %d: the emulators ran late (latest packet %v, mean %v; the bound %v, %v)",
-							cfg.Scenario, w.Name, contenderNames[c.key], rep, l.Max, l.Mean(), cfg.Late.Max, cfg.Late.Mean)
+							cfg.Scenario, w.Name, contenderNames[c.key], rep, l.Max, l.Mean(), cfg.Late.maxFor(plt), cfg.Late.Mean)
 					}
 					return l
 				}
-				late, redone := measureInTime(func(try int) {
+				late, redone := measureInTime(func(try int) time.Duration {
 					renew(i)
 					c = contenders[i]
 					if c.browser != nil {
@@ -561,11 +562,13 @@ func client() {
 					}
 					emu.start(rep)
 					res, tcp, moved, estimates, err = load(c, tag)
+					plt = res.PLT
+					return plt
 				}, ended, cfg.Late)
 				rec := record{Scenario: cfg.Scenario, Workload: w.Name, Contender: c.key, Rep: rep,
 					PLT: res.PLT, Bytes: res.Bytes, Paths: res.PathCounts(),
 					Retransmits: tcp.Retransmits, Timeouts: tcp.Timeouts, Moved: moved[0], Split: moved[1], Resumed: moved[2], Estimates: estimates,
-					Load: tag, LateMax: late.Max, LateMean: late.Mean(), Redone: redone, KeptLate: cfg.Late.exceeded(late)}
+					Load: tag, LateMax: late.Max, LateMean: late.Mean(), Redone: redone, KeptLate: cfg.Late.exceeded(late, res.PLT)}
 				if err != nil {
 					rec.Failed = err.Error()
 				}

@@ -396,7 +396,7 @@ func main() {
 	traces := flag.String("traces", defaultTraces, "folder of the traces that cells' RTT/trace:NAME paths name")
 	withBrowser := flag.Bool("browser", false, "load the pages in headless Chromium too, through the proxy over plain HTTP and HTTPS (contenders "+strings.Join(browserContenders, ",")+" unless -contenders says)")
 	parallel := flag.Int("parallel", 1, "cells run at once, each on a testbed of its own (lowered while the emulators cannot keep time: see -late-max)")
-	lateMax := flag.Duration("late-max", defaultLateBound.Max, "a load during which an emulated link delivered a packet later than this after its due time is loaded again")
+	lateMax := flag.Duration("late-max", defaultLateBound.Max, "a load during which an emulated link delivered a packet later than this after its due time (or 0.5 % of the load's time, if more) is loaded again")
 	lateMean := flag.Duration("late-mean", defaultLateBound.Mean, "a load during which the emulated links delivered their packets later than this on average is loaded again")
 	reportDir := flag.String("report", "", "instead of loading pages, print the tables of the run in this -out folder again, from its loads.csv")
 	agreeDirs := flag.String("agree", "", "instead of loading pages, compare runs: their -out folders, comma-separated, references (two serial runs, say) first and the run to judge last")

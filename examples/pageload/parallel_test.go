@@ -22,14 +22,18 @@ func TestLateLoadsAreLoadedAgain(t *testing.T) {
 	onTime := testbed.Lateness{Packets: 100, Max: time.Millisecond, Total: 10 * time.Millisecond}
 	stalled := testbed.Lateness{Packets: 100, Max: 20 * time.Millisecond, Total: 30 * time.Millisecond} // one stall
 	slow := testbed.Lateness{Packets: 100, Max: 2 * time.Millisecond, Total: 100 * time.Millisecond}    // late throughout
-	assert.False(t, b.exceeded(onTime))
-	assert.True(t, b.exceeded(stalled), "the latest packet over the bound")
-	assert.True(t, b.exceeded(slow), "the mean over the bound")
-	assert.False(t, b.exceeded(testbed.Lateness{}), "no packets, nothing late")
+	second := time.Second
+	assert.False(t, b.exceeded(onTime, second))
+	assert.True(t, b.exceeded(stalled, second), "the latest packet over the bound")
+	assert.True(t, b.exceeded(slow, second), "the mean over the bound")
+	assert.False(t, b.exceeded(testbed.Lateness{}, second), "no packets, nothing late")
+	assert.False(t, b.exceeded(stalled, 10*time.Second), "a 20 ms stall in a 10 s load: 0.2 % of its time")
+	assert.True(t, b.exceeded(stalled, 3*time.Second), "in a 3 s load: 0.7 %")
+	assert.True(t, b.exceeded(slow, 10*time.Second), "the mean bound does not grow")
 
 	run := func(spans ...testbed.Lateness) (tries []int, kept testbed.Lateness, redone int) {
 		next := 0
-		kept, redone = measureInTime(func(n int) { tries = append(tries, n) }, func() testbed.Lateness {
+		kept, redone = measureInTime(func(n int) time.Duration { tries = append(tries, n); return second }, func() testbed.Lateness {
 			l := spans[min(next, len(spans)-1)]
 			next++
 			return l
