@@ -367,11 +367,13 @@ func (d *Direction) deliver() {
 // it is. A deliverer woken at a packet's due time then runs at once
 // instead of waiting a few milliseconds behind the ordinary threads of
 // the clients and servers beside it: with six testbeds at once on two
-// cores, one load in eight saw a packet 5–14 ms late as an ordinary
-// thread, though the cores were three-quarters idle; at a real-time
-// priority the loads' latest packets were late by 1.2 ms at the median
-// instead of 2.1 ms, the mean lateness halved. It sleeps between
-// packets, and the kernel's real-time throttling bounds it regardless.
+// cores, one try of a load in five had a packet over 5 ms late as an
+// ordinary thread, though the cores were mostly idle; at a real-time
+// priority a load's latest packet is 0.2–0.35 ms late at the median
+// (1.0–1.3 ms before), serial or four testbeds at once, and the mean
+// lateness fell from 90 µs to 34 µs (BENCHMARKS.md, "Parallel
+// testbeds"). It sleeps between packets, and the kernel's real-time
+// throttling bounds it regardless.
 func realtime() {
 	// Reset on fork: a thread it starts (the runtime starts none from a
 	// locked thread, but to be sure) is an ordinary one.
