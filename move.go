@@ -201,7 +201,12 @@ type moveCheck struct {
 	dest Destination
 	in   Intents
 	next time.Time
+	race *raceEntry // an entrant of a race: its body stays while held
 }
+
+// held reports whether the body stays where it is: an entrant of a race
+// not decided yet, or one that lost it.
+func (mc *moveCheck) held() bool { return mc.race != nil && mc.race.held.Load() }
 
 // movable reports whether a response may move (see Mover): a GET without
 // a body or a Range header, answered 200 with a length on an HTTP/1
@@ -224,6 +229,9 @@ func multiplexed(e *entry) bool { return e.c.carrier() == carrierQUIC }
 // far, in bits/s (see Candidate.Rate).
 func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate, splitRoom int64) (mctx context.Context, moved bool, split splitPlan) {
 	mc.next = time.Now().Add(moveCheckInterval)
+	if mc.held() {
+		return nil, false, splitPlan{}
+	}
 	if multiplexed(e) && e.c.inFlight() > 1 {
 		// A stream among others: its rate is a share of the connection's,
 		// and a page's streams would all be weighed at once, each on
@@ -372,8 +380,11 @@ func (b *resumingBody) judgeStall(w *watchedConn, now time.Time) {
 	if !ok || quietFor(info, now.Sub(w.cb.start)) < deadAfter(e.path.Estimate().MinRTT) {
 		return
 	}
-	rate := w.cb.rate(now, min(minRateSpan(e.path), stallRateSpan))
 	mc := b.stall.judge
+	if mc.held() {
+		return
+	}
+	rate := w.cb.rate(now, min(minRateSpan(e.path), stallRateSpan))
 	in := mc.in
 	in.SizeToBeReceived = min(left, maxSizeEstimate)
 	cands, queued := mc.t.core.candidatesOf(mc.key)

@@ -65,7 +65,8 @@ func TestNetnsMoveChild(t *testing.T) {
 		Policy: &policy.EAF{}, NoWatch: true})
 	require.NoError(t, err)
 	defer m.Close()
-	tr := &intents.Transport{Manager: m}
+	// Raced, the object would go to path 2 whole (see TestNetnsFirstRace).
+	tr := &intents.Transport{Manager: m, DisableFirstRace: true}
 	defer tr.Close()
 	var mu sync.Mutex
 	var moves []string

@@ -804,6 +804,14 @@ func (p *Path) sampleTransfer(bytes, pathBytes int64, d time.Duration) {
 	}
 }
 
+// sampleCeiling feeds what a path that lost a race showed (see
+// estimate.Path.AddCeiling) to its estimates.
+func (p *Path) sampleCeiling(bytes int64, d time.Duration) {
+	if p != nil && p.est != nil {
+		p.est.AddCeiling(bytes, d)
+	}
+}
+
 // sampleFirstFlight feeds the first flight of a response body larger
 // than one (see estimate.Path.AddFirstFlight) to the path's estimates.
 func (p *Path) sampleFirstFlight(bytes, pathBytes int64, d, gap time.Duration) {

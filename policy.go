@@ -62,6 +62,20 @@ type Mover interface {
 	Move(req *Request, from *Candidate) (to *Path, reason string)
 }
 
+// A Racer is a Policy whose decisions stand on the paths' estimates, and
+// which has the Transport race a first request while no path has shown
+// its capacity (see Transport.DisableFirstRace): the request goes on the
+// first two paths of its decision at once, and what the race shows is
+// what the decisions after it weigh. A policy that is not a Racer (one
+// that decides by rules, say) is obeyed as it decides.
+type Racer interface {
+	Policy
+	// RacesFirst reports whether req, asked while no path has shown its
+	// capacity, is to be raced. It is called as Decide is, and must be
+	// as safe.
+	RacesFirst(req *Request) bool
+}
+
 // A Splitter is a Mover that may also share the rest of a response with
 // another path instead of moving all of it: the last part bytes are asked
 // for there with a range request while the first ones keep arriving where

@@ -42,6 +42,9 @@ type request struct {
 	// is not moved again.
 	moving, moved bool
 	moveSlot      dialSlot
+	// An entrant of a first request's race (see raceFirst) is sent on
+	// its path, and its body is held there while race.held says.
+	race *raceEntry
 }
 
 // roundTripWith sends req, whose intents are in, on a pooled connection.
@@ -78,6 +81,7 @@ func (t *Transport) prepare(r *request, req *http.Request, in Intents) error {
 			r.in = r.in.requiring(ticket.onto)
 		}
 	}
+	r.race, _ = req.Context().Value(raceKey{}).(*raceEntry)
 	if req.URL == nil {
 		return errors.New("intents: nil Request.URL")
 	}
@@ -212,7 +216,11 @@ func (r *request) acquire(ctx context.Context) (grant, error) {
 		}
 		// On a failed dial, as any request: where the policy says.
 	}
-	return r.t.core.acquire(ctx, connRequest{key: r.key, dest: r.dest, in: r.in, sizeSource: r.sizeSource,
+	in := r.in
+	if r.race != nil {
+		in = in.requiring(r.race.path)
+	}
+	return r.t.core.acquire(ctx, connRequest{key: r.key, dest: r.dest, in: in, sizeSource: r.sizeSource,
 		sizeOrigin: r.sizeOrigin, loopback: loopbackHint(r.o.loopback)}, r.dial)
 }
 
@@ -284,7 +292,7 @@ func (r *request) wrapBody(resp *http.Response, e *entry, expect int64) (*http.R
 	ctx := r.req.Context()
 	var mc *moveCheck
 	if !r.moved && t.movable(r.req, resp, e, r.proxy != nil) {
-		mc = &moveCheck{t: t, key: r.key, dest: r.dest, in: r.in}
+		mc = &moveCheck{t: t, key: r.key, dest: r.dest, in: r.in, race: r.race}
 		if cl := resp.ContentLength; cl >= 2*predicted && cl-predicted >= moveMinBytes {
 			if mctx, ok, _ := mc.moveTo(ctx, e, expect, 0, 0); ok {
 				return r.sendWhole(mctx, resp, e, expect)

@@ -149,6 +149,24 @@ type Transport struct {
 	// is raced against it (0: DefaultHTTP3RaceDelay; negative: never, so
 	// a failed HTTP/3 dial fails the request).
 	HTTP3RaceDelay time.Duration
+	// DisableFirstRace turns off racing a first request. Else, where the
+	// Manager's policy is a Racer (policy.EAF is), a GET or HEAD without a
+	// body, sent while no path it may take has shown
+	// anything of its capacity (a new Manager on networks its Knowledge
+	// knows nothing of, before any transfer), goes on two of those paths
+	// at once (the first two among the policy's choices for it, neither
+	// avoided by the intents nor expensive), and the
+	// response whose body is in first is returned, the other cancelled:
+	// a handshake shows which path answers first, not which carries a
+	// page's first object sooner, and the rest of the page is decided on
+	// what that object showed. The start of each body, up to 64 KiB, is
+	// read before the race is decided (a body of unknown length: the
+	// headers decide). A path that lost although its round trips would
+	// have let it win has shown a bound on its capacity, which stands as
+	// its estimate until a transfer shows more. At most one race per
+	// Transport; the caller's httptrace.ClientTrace sees the request on
+	// the first of the two paths.
+	DisableFirstRace bool
 
 	initMu sync.Mutex
 	ready  atomic.Bool // core, inner, dialer and sizes are set
@@ -168,8 +186,9 @@ type Transport struct {
 	originMu sync.Mutex
 	origins  atomic.Pointer[map[originKey]origin] // copied on write; read per request without a lock
 
-	altSvc altSvcCache // HTTP/3 alternatives by origin
-	tlsH3  *tls.Config // template of HTTP/3 connections' TLS settings
+	altSvc   altSvcCache // HTTP/3 alternatives by origin
+	tlsH3    *tls.Config // template of HTTP/3 connections' TLS settings
+	raceOver atomic.Bool // a first request was raced, or a path's capacity is known (see DisableFirstRace)
 
 	testHookSplitRead func(got int64) // called as a split part's answer begins (0) and as its bytes arrive (see Splitter)
 }
@@ -584,6 +603,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if t.TwoStep > 0 && t.twoStepApplies(req) {
 		return t.twoStep(req)
+	}
+	if a, b, ok := t.racePaths(req, &in); ok {
+		return t.raceFirst(req, in, a, b)
 	}
 	return t.roundTripWith(req, in)
 }

@@ -850,3 +850,12 @@ func TestEAFSpreadsNotOntoAFullPath(t *testing.T) {
 	near := intents.Estimate{RTT: 40 * time.Millisecond, Bandwidth: 5e6, Pending: 50_000, Active: 5}
 	assert.Equal(t, "p1", queuedChoice(t, slow, near, 10_000, 0), "both paths full: p1 holds fewer")
 }
+
+func TestEAFRacesFirstOnlyWhileNothingIsKnown(t *testing.T) {
+	a, b := &intents.Path{Name: "a"}, &intents.Path{Name: "b"}
+	var e EAF
+	assert.True(t, e.RacesFirst(&intents.Request{Paths: []*intents.Path{a, b}}), "two paths, neither measured")
+	assert.False(t, e.RacesFirst(&intents.Request{Paths: []*intents.Path{a}}), "one path")
+	known := &intents.Path{Name: "c", Prior: intents.Estimate{Bandwidth: 20e6}}
+	assert.False(t, e.RacesFirst(&intents.Request{Paths: []*intents.Path{a, known}}), "a capacity lent by a prior")
+}

@@ -179,7 +179,8 @@ func TestNetnsProxyChild(t *testing.T) {
 		MPTCPEndpoints: kase == "mptcp-tunnel"})
 	require.NoError(t, err)
 	defer m.Close()
-	s := &Server{Transport: &intents.Transport{Manager: m}, Dialer: &intents.Dialer{Manager: m}, PathHeader: "Intents-Path"}
+	// Not raced: the cases check where the policy places a first request.
+	s := &Server{Transport: &intents.Transport{Manager: m, DisableFirstRace: true}, Dialer: &intents.Dialer{Manager: m}, PathHeader: "Intents-Path"}
 	defer s.Transport.CloseIdleConnections()
 	listen := func(in string, socks, tlsProxy bool) string {
 		l, err := net.Listen("tcp", "127.0.0.1:0")

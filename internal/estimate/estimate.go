@@ -319,6 +319,26 @@ func (p *Path) AddFirstFlight(bytes, pathBytes int64, d, gap time.Duration) {
 	}
 }
 
+// AddCeiling adds what a path that lost a race showed: bytes did not
+// arrive within d of the earliest its sender could have begun them (the
+// round trips of set-up and request, and of slow start's rounds, already
+// taken off), so its capacity is below bytes over d. Where no transfer
+// has shown the path's capacity, that bound stands as its capacity until
+// one does: an overestimate, but of the right size where the only other
+// guess is a value lent to every unknown path.
+func (p *Path) AddCeiling(bytes int64, d time.Duration) {
+	if bytes <= 0 || d <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.shown {
+		return
+	}
+	p.addDelivery(bytes, d)
+	p.shown = true
+}
+
 // mss is the segment payload AddTransfer and AddFirstFlight assume.
 const mss = 1448
 
