@@ -59,7 +59,10 @@ var (
 		// (Config.Knowledge): a program started again.
 		"eaf-restart": "EAF, restarted with knowledge (intents)",
 		"eaf-twostep": "EAF, two-step 8 KiB (intents)",
-		"eaf-priors":  "EAF, priors (intents)",
+		// "eaf" with its first request placed by the policy alone, not
+		// raced over both paths (Transport.DisableFirstRace).
+		"eaf-norace": "EAF, first request not raced (intents)",
+		"eaf-priors": "EAF, priors (intents)",
 		// Everything a scheduler could know (sizes and the paths' true
 		// rates and RTTs): what stays between it and the bound is not for
 		// want of information.
@@ -255,6 +258,10 @@ func newContender(key string, cfg config) contender {
 	case "eaf-warm":
 		c := withPolicy(&policy.EAF{}, false)
 		c.fresh, c.prime = false, true
+		return c
+	case "eaf-norace":
+		c := withPolicy(&policy.EAF{}, false)
+		c.rt.(*intents.Transport).DisableFirstRace = true
 		return c
 	case "eaf-twostep":
 		c := withPolicy(&policy.EAF{}, false)
