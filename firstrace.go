@@ -39,12 +39,16 @@ const raceBodyBytes = 64 << 10
 // paths among its choices for it, neither avoided by the intents nor
 // expensive. It claims the Transport's one race. Once a path
 // has shown its capacity no request races, and asking costs an atomic
-// load.
+// load; with a policy that is not a Racer, a type assertion.
 func (t *Transport) racePaths(req *http.Request, in *Intents) (a, b *Path, ok bool) {
 	m := t.Manager
-	if t.DisableFirstRace || t.raceOver.Load() || m == nil || m.cfg.Policy == nil || req.URL == nil ||
+	if t.DisableFirstRace || t.raceOver.Load() || m == nil || req.URL == nil ||
 		(req.Method != "" && req.Method != http.MethodGet && req.Method != http.MethodHead) ||
 		hasBody(req) || req.Header.Get("Upgrade") != "" || in.Multipath > MultipathOff {
+		return nil, nil, false
+	}
+	racer, ok := m.cfg.Policy.(Racer)
+	if !ok {
 		return nil, nil, false
 	}
 	if _, moving := req.Context().Value(moveSlotKey{}).(*moveTicket); moving {
@@ -58,10 +62,6 @@ func (t *Transport) racePaths(req *http.Request, in *Intents) (a, b *Path, ok bo
 	}
 	o, err := t.originOf(req.URL)
 	if err != nil || o.loopback {
-		return nil, nil, false
-	}
-	racer, ok := m.cfg.Policy.(Racer)
-	if !ok {
 		return nil, nil, false
 	}
 	dest := Destination{Network: "tcp", Host: o.host, Port: o.port, TLS: o.scheme == "https"}

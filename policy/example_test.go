@@ -47,3 +47,18 @@ func ExampleEAF_Split() {
 	// wwan0 1946720
 	// eaf: splits: the last 1946720 B on wwan0, both parts predicted 2.738s vs wlan0 #1 5.333s whole (4000000 B to come)
 }
+
+// A Transport asks EAF whether to race a first request over two paths
+// (see intents.Racer): only while none of them has a capacity measured,
+// remembered or lent by a prior. Once a path's rate is known, the policy
+// places every request on its own.
+func ExampleEAF_RacesFirst() {
+	wlan := &intents.Path{Name: "wlan0", Up: true}
+	wwan := &intents.Path{Name: "wwan0", Up: true}
+	fmt.Println((&policy.EAF{}).RacesFirst(&intents.Request{Paths: []*intents.Path{wlan, wwan}}))
+	wlan.Prior.Bandwidth = 20e6
+	fmt.Println((&policy.EAF{}).RacesFirst(&intents.Request{Paths: []*intents.Path{wlan, wwan}}))
+	// Output:
+	// true
+	// false
+}
