@@ -31,7 +31,7 @@ import (
 // race holds: two such buffers.
 const raceBodyBytes = 64 << 10
 
-// racePaths returns the two paths to race req on, if it is a first
+// firstRacePaths returns the two paths to race req on, if it is a first
 // request to race (see above): a GET or HEAD without a body or an
 // upgrade, not asking for MPTCP, not moving, to an origin not on
 // loopback; while no path of the Manager has a capacity shown or
@@ -40,7 +40,7 @@ const raceBodyBytes = 64 << 10
 // expensive. It claims the Transport's one race. Once a path
 // has shown its capacity no request races, and asking costs an atomic
 // load; with a policy that is not a Racer, a type assertion.
-func (t *Transport) racePaths(req *http.Request, in *Intents) (a, b *Path, ok bool) {
+func (t *Transport) firstRacePaths(req *http.Request, in *Intents) (a, b *Path, ok bool) {
 	m := t.Manager
 	if t.DisableFirstRace || t.raceOver.Load() || m == nil || req.URL == nil ||
 		(req.Method != "" && req.Method != http.MethodGet && req.Method != http.MethodHead) ||
@@ -65,7 +65,7 @@ func (t *Transport) racePaths(req *http.Request, in *Intents) (a, b *Path, ok bo
 		return nil, nil, false
 	}
 	dest := Destination{Network: "tcp", Host: o.host, Port: o.port, TLS: o.scheme == "https"}
-	d, err := m.decideUntraced(query{in: in, dest: dest, loopback: loopbackHint(o.loopback)}, false, nil)
+	d, err := m.decideUntraced(query{in: in, dest: dest, loopback: hostNotLoopback}, false, nil)
 	if err != nil || !racer.RacesFirst(&Request{Intents: *in, Dest: dest, Paths: d.permitted}) {
 		return nil, nil, false
 	}
@@ -78,6 +78,9 @@ func (t *Transport) racePaths(req *http.Request, in *Intents) (a, b *Path, ok bo
 		if p == nil || c.MPTCP || slices.Contains(two, p) {
 			continue
 		}
+		// Not raceable's rule for a dial: a request raced costs its
+		// bytes, which a Resilience intent does not make worth paying
+		// on a path the intents avoid or that costs.
 		if l, _ := effectiveLevel(in, p); l == LevelAvoid || p.Expensive {
 			continue
 		}
@@ -105,8 +108,8 @@ type raceEntry struct {
 
 // raceBodyWait bounds how long a race waits for a body once the first
 // response's headers are in: a server may send a body of known length
-// slowly, or stop midway, and the caller of a RoundTrip gets the headers
-// and reads what comes, as from net/http. Then the entrant that has
+// slowly, or stop midway, and a RoundTrip returns with the headers, not
+// once the body is in. Then the entrant that has
 // brought more of its body wins, and its caller reads on from there.
 const raceBodyWait = time.Second
 
@@ -273,8 +276,9 @@ func (e *entrant) readHead() {
 	if body == nil || body == http.NoBody || e.resp.ContentLength <= 0 {
 		return
 	}
-	// One byte beyond the length, to read its EOF.
-	e.head = make([]byte, 0, min(e.resp.ContentLength+1, raceBodyBytes))
+	// One byte beyond the length, to read its EOF; the length is the
+	// server's (up to 2^63-1), bounded before it is added to.
+	e.head = make([]byte, 0, min(e.resp.ContentLength, raceBodyBytes-1)+1)
 	for len(e.head) < cap(e.head) && !e.stop.Load() {
 		n, err := body.Read(e.head[len(e.head):cap(e.head)])
 		e.head = e.head[:len(e.head)+n]

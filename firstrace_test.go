@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -127,6 +128,9 @@ func TestRaceFirstUnknownLengthDecidesAtHeaders(t *testing.T) {
 	resp, err := raceGet(t, tr, p, url)
 	require.NoError(t, err)
 	assert.EqualValues(t, -1, resp.ContentLength)
+	rb := resp.Body.(*racedBody)
+	<-rb.e.done
+	assert.Empty(t, rb.e.head, "nothing of a body of unknown length read before the caller")
 	line := make([]byte, 6)
 	_, err = io.ReadFull(resp.Body, line)
 	require.NoError(t, err)
@@ -182,7 +186,7 @@ type racer struct{ PolicyFunc }
 
 func (racer) RacesFirst(*Request) bool { return true }
 
-func TestRacePaths(t *testing.T) {
+func TestFirstRacePaths(t *testing.T) {
 	a, b := fakePath("a", "10.9.0.1"), fakePath("b", "10.9.1.1")
 	every := racer{PolicyFunc(func(req *Request, d *Decision) {
 		for _, p := range req.Paths {
@@ -202,11 +206,11 @@ func TestRacePaths(t *testing.T) {
 		return req
 	}
 	races := func(tr *Transport, req *http.Request, in Intents) bool {
-		_, _, ok := tr.racePaths(req, &in)
+		_, _, ok := tr.firstRacePaths(req, &in)
 		return ok
 	}
 	tr := newTransport(a, b)
-	x, y, ok := tr.racePaths(get("GET", "http://192.0.2.1/"), &Intents{})
+	x, y, ok := tr.firstRacePaths(get("GET", "http://192.0.2.1/"), &Intents{})
 	require.True(t, ok, "a first GET with nothing known of either path")
 	assert.ElementsMatch(t, []*Path{a, b}, []*Path{x, y})
 	assert.False(t, races(tr, get("GET", "http://192.0.2.1/"), Intents{}), "one race per Transport")
@@ -320,4 +324,27 @@ func TestRaceFirstBodiesStall(t *testing.T) {
 	require.NoError(t, err)
 	r.resp.Body.Close()
 	assert.Equal(t, bytes.Repeat([]byte{'2'}, size), got, "the one with more of its body, byte for byte")
+}
+
+// A server's Content-Length bounds nothing of ours: the largest it can
+// claim (net/http takes up to 2^63-1) sizes no buffer beyond
+// raceBodyBytes, and its bytes arrive as they come.
+func TestRaceFirstHostileLength(t *testing.T) {
+	url, release := raceServer(t, func(n int, w http.ResponseWriter, body []byte, held <-chan struct{}) {
+		w.Header().Set("Content-Length", strconv.FormatInt(math.MaxInt64, 10))
+		w.Write([]byte("0123456789"))
+		w.(http.Flusher).Flush()
+		<-held
+	})
+	tr, p := raceTransport(t)
+	resp, err := raceGet(t, tr, p, url)
+	require.NoError(t, err)
+	release() // the server ends the body short: the caller reads what came, then an error
+	start := make([]byte, 10)
+	_, err = io.ReadFull(resp.Body, start)
+	require.NoError(t, err)
+	assert.Equal(t, "0123456789", string(start))
+	_, err = resp.Body.Read(start)
+	assert.Error(t, err, "cut short")
+	resp.Body.Close()
 }

@@ -604,7 +604,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.TwoStep > 0 && t.twoStepApplies(req) {
 		return t.twoStep(req)
 	}
-	if a, b, ok := t.racePaths(req, &in); ok {
+	if a, b, ok := t.firstRacePaths(req, &in); ok {
 		return t.raceFirst(req, in, a, b)
 	}
 	return t.roundTripWith(req, in)
