@@ -252,7 +252,8 @@ func (t *Transport) originOf(u *url.URL) (origin, error) {
 // none of its connections or learned state.
 func (t *Transport) Clone() *Transport {
 	c := &Transport{Manager: t.Manager, Dialer: t.Dialer, MaxConnsPerHost: t.MaxConnsPerHost, MaxConns: t.MaxConns,
-		IdleConnTimeout: t.IdleConnTimeout, MaxSizeHints: t.MaxSizeHints, TwoStep: t.TwoStep}
+		IdleConnTimeout: t.IdleConnTimeout, MaxSizeHints: t.MaxSizeHints, TwoStep: t.TwoStep,
+		HTTP3: t.HTTP3, HTTP3Always: t.HTTP3Always, HTTP3RaceDelay: t.HTTP3RaceDelay, DisableFirstRace: t.DisableFirstRace}
 	if t.Base != nil {
 		c.Base = t.Base.Clone()
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -597,4 +598,39 @@ func TestCountingBodyTimesItsFirstFlight(t *testing.T) {
 		assert.False(t, p.est.Snapshot().CapacityShown, "a flight held back by a loss is not the path's pace")
 		require.NoError(t, cb.Close())
 	})
+}
+
+type fakeHTTP3 struct{ HTTP3Dialer }
+
+// Clone copies every exported setting: each is set to a value other than
+// its zero, and the clone must carry it.
+func TestTransportCloneCopiesEverySetting(t *testing.T) {
+	orig := &Transport{}
+	v := reflect.ValueOf(orig).Elem()
+	for i := range v.NumField() {
+		f, sf := v.Field(i), v.Type().Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		switch f.Kind() {
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Int, reflect.Int64:
+			f.SetInt(int64(i + 1))
+		case reflect.Pointer:
+			f.Set(reflect.New(f.Type().Elem()))
+		case reflect.Interface:
+			f.Set(reflect.ValueOf(fakeHTTP3{}))
+		default:
+			t.Fatalf("field %s of kind %s: teach this test to set it", sf.Name, f.Kind())
+		}
+	}
+	clone := reflect.ValueOf(orig.Clone()).Elem()
+	for i := range v.NumField() {
+		sf := v.Type().Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		assert.False(t, clone.Field(i).IsZero(), "Clone left %s unset", sf.Name)
+	}
 }
