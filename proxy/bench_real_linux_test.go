@@ -77,7 +77,7 @@ func BenchmarkProxyCurlNginx(b *testing.B) {
 	s, addr := benchProxy(b)
 	_, sport, _ := net.SplitHostPort(secure)
 	sp, _ := strconv.Atoi(sport)
-	s.ConnectPorts = []uint16{uint16(sp)}
+	s.AnyPort, s.Ports = false, []uint16{uint16(sp)}
 	type way struct{ name, url, proxy string }
 	ways := []way{
 		{"http-direct", "http://" + plain + "/big", ""},

@@ -30,7 +30,8 @@ func benchProxy(b *testing.B) (*Server, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := &Server{Transport: &intents.Transport{Manager: m}, Dialer: &intents.Dialer{Manager: m}}
+	// The origins are on loopback, and on ports of their own.
+	s := &Server{Transport: &intents.Transport{Manager: m}, Dialer: &intents.Dialer{Manager: m}, AllowLocal: true, AnyPort: true}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -119,7 +120,7 @@ func BenchmarkProxyDownload(b *testing.B) {
 	s, addr := benchProxy(b)
 	_, port, _ := net.SplitHostPort(secure.Listener.Addr().String())
 	p, _ := strconv.Atoi(port)
-	s.ConnectPorts = []uint16{uint16(p)}
+	s.AnyPort, s.Ports = false, []uint16{uint16(p)}
 	tlsConf := secure.Client().Transport.(*http.Transport).TLSClientConfig
 	proxyURL := http.ProxyURL(&url.URL{Scheme: "http", Host: addr})
 	type way struct {
@@ -257,7 +258,7 @@ func BenchmarkProxyIdleTunnels(b *testing.B) {
 	s.MaxTunnels = 2 * tunnels
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	p, _ := strconv.Atoi(port)
-	s.ConnectPorts = []uint16{uint16(p)}
+	s.AnyPort, s.Ports = false, []uint16{uint16(p)}
 	memory := func() (inuse, rss uint64) {
 		runtime.GC()
 		var ms runtime.MemStats

@@ -32,6 +32,9 @@ func ExampleServer() {
 		Transport: &intents.Transport{Manager: m},
 		Dialer:    &intents.Dialer{Manager: m},
 		Rules:     rules,
+		// The origin below is on this host, at a port of its own.
+		AllowLocal: true,
+		AnyPort:    true,
 	}
 	defer s.Close()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -68,7 +71,8 @@ func ExampleServer_ServeTLS() {
 	defer m.Close()
 	// A browser's connection limits: a browser hands over a page at once.
 	tr := &intents.Transport{Manager: m, MaxConnsPerHost: intents.DefaultMaxConnsPerHost, MaxConns: intents.DefaultMaxConns}
-	s := &proxy.Server{Transport: tr, Dialer: &intents.Dialer{Manager: m}}
+	// The origin below is on this host, at a port of its own.
+	s := &proxy.Server{Transport: tr, Dialer: &intents.Dialer{Manager: m}, AllowLocal: true, AnyPort: true}
 	defer s.Close()
 	// The proxy's certificate: here httptest's, for 127.0.0.1.
 	certified := httptest.NewTLSServer(http.NotFoundHandler())

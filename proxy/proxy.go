@@ -68,8 +68,16 @@ type Server struct {
 	// User and Password, if User is set, are asked of every client: Basic
 	// proxy authentication (407 without), SOCKS5 username/password.
 	User, Password string
-	// ConnectPorts are the ports a tunnel may reach. Nil: 443 and 80.
-	ConnectPorts []uint16
+	// Ports are the ports the proxy forwards requests and tunnels to.
+	// Nil: DefaultPorts. AnyPort lifts the limit: a proxy that serves
+	// only trusted clients.
+	Ports   []uint16
+	AnyPort bool
+	// AllowLocal lets clients reach the proxy's own host: its loopback
+	// and interface addresses, localhost. Off by default, so that a
+	// client cannot reach through the proxy the services that listen
+	// only for the host. Its own listeners are refused either way.
+	AllowLocal bool
 	// MaxHeaderBytes bounds a request's line and headers (431 beyond).
 	// ReadHeaderTimeout bounds reading them, IdleTimeout a client
 	// connection's wait for its next request. Zero: the defaults above.
@@ -296,8 +304,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	host, port := splitHostPort(r.URL.Host, 80)
-	if s.isSelf(host, port) {
-		s.refuse(w, r, http.StatusLoopDetected, "the request is for this proxy itself")
+	if status, err := s.checkDestination(host, port); err != nil {
+		s.refuse(w, r, status, err.Error())
 		return
 	}
 	ctx := intents.WithIntents(r.Context(), in)
@@ -496,14 +504,6 @@ func (s *Server) credentialsMatch(user, pass string) bool {
 	u := subtle.ConstantTimeCompare([]byte(user), []byte(s.User))
 	p := subtle.ConstantTimeCompare([]byte(pass), []byte(s.Password))
 	return u&p == 1
-}
-
-// portAllowed reports whether a tunnel may reach port.
-func (s *Server) portAllowed(port uint16) bool {
-	if s.ConnectPorts == nil {
-		return port == 443 || port == 80
-	}
-	return slices.Contains(s.ConnectPorts, port)
 }
 
 // isSelf reports whether host:port is one of the server's listeners: a

@@ -45,7 +45,8 @@ func newTestProxy(t *testing.T, in intents.Intents, configure func(*Server)) *te
 	require.NoError(t, os.WriteFile(empty, nil, 0o644))
 	m, err := intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "lo"}}, Policy: &policy.EAF{}, NoWatch: true, ResolvConf: empty})
 	require.NoError(t, err)
-	s := &Server{Transport: &intents.Transport{Manager: m}, Dialer: &intents.Dialer{Manager: m}}
+	// The origins of the tests are on loopback, on ports of their own.
+	s := &Server{Transport: &intents.Transport{Manager: m}, Dialer: &intents.Dialer{Manager: m}, AllowLocal: true, AnyPort: true}
 	if configure != nil {
 		configure(s)
 	}
@@ -202,7 +203,7 @@ func TestRuleProhibitionHolds(t *testing.T) {
 func TestRefusals(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer upstream.Close()
-	p := newTestProxy(t, intents.Intents{}, nil)
+	p := newTestProxy(t, intents.Intents{}, func(s *Server) { s.AnyPort = false })
 	up := strings.TrimPrefix(upstream.URL, "http://")
 	for _, c := range []struct {
 		name, request string
@@ -306,7 +307,7 @@ func TestConnectTunnel(t *testing.T) {
 	defer upstream.Close()
 	u, _ := url.Parse(upstream.URL)
 	portNum, _ := strconv.Atoi(u.Port())
-	p := newTestProxy(t, intents.Intents{}, func(s *Server) { s.ConnectPorts = []uint16{uint16(portNum)} })
+	p := newTestProxy(t, intents.Intents{}, func(s *Server) { s.AnyPort, s.Ports = false, []uint16{uint16(portNum)} })
 	tlsConf := upstream.Client().Transport.(*http.Transport).TLSClientConfig
 
 	for _, h2 := range []bool{false, true} {
@@ -360,17 +361,17 @@ func TestSOCKS5(t *testing.T) {
 		defer resp.Body.Close()
 		return io.ReadAll(resp.Body)
 	}
-	open := newTestProxy(t, intents.Intents{}, func(s *Server) { s.ConnectPorts = []uint16{uint16(portNum)} })
+	open := newTestProxy(t, intents.Intents{}, func(s *Server) { s.AnyPort, s.Ports = false, []uint16{uint16(portNum)} })
 	body, err := fetch(open, nil)
 	require.NoError(t, err)
 	assert.Equal(t, object, body)
 
-	closed := newTestProxy(t, intents.Intents{}, nil) // the upstream's port is not allowed
+	closed := newTestProxy(t, intents.Intents{}, func(s *Server) { s.AnyPort = false }) // the upstream's port is not allowed
 	_, err = fetch(closed, nil)
 	assert.ErrorContains(t, err, "not allowed")
 
 	authed := newTestProxy(t, intents.Intents{}, func(s *Server) {
-		s.ConnectPorts = []uint16{uint16(portNum)}
+		s.AnyPort, s.Ports = false, []uint16{uint16(portNum)}
 		s.User, s.Password = "u", "secret"
 	})
 	_, err = fetch(authed, &xproxy.Auth{User: "u", Password: "wrong"})
@@ -384,7 +385,7 @@ func TestSOCKS5(t *testing.T) {
 	// A client outside the allow-list is refused without a chance to try
 	// passwords.
 	far := newTestProxy(t, intents.Intents{}, func(s *Server) {
-		s.ConnectPorts = []uint16{uint16(portNum)}
+		s.AnyPort, s.Ports = false, []uint16{uint16(portNum)}
 		s.User, s.Password = "u", "secret"
 		s.Allow = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 	})

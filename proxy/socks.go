@@ -115,15 +115,12 @@ func (s *Server) serveSOCKS(c net.Conn, in intents.Intents) {
 		s.socksLog(ctx, c, req, err)
 		return
 	}
+	if _, err := s.checkDestination(req.host, req.port); err != nil {
+		socksReply(c, socksNotAllowed, nil)
+		s.socksLog(ctx, c, req, err)
+		return
+	}
 	switch {
-	case s.isSelf(req.host, req.port):
-		socksReply(c, socksNotAllowed, nil)
-		s.socksLog(ctx, c, req, errLoop)
-		return
-	case !s.portAllowed(req.port):
-		socksReply(c, socksNotAllowed, nil)
-		s.socksLog(ctx, c, req, fmt.Errorf("tunnel to port %d is not allowed", req.port))
-		return
 	case !s.takeTunnel():
 		socksReply(c, socksFailure, nil)
 		s.socksLog(ctx, c, req, errors.New("too many tunnels"))
@@ -287,7 +284,7 @@ func addrString(a net.Addr) string {
 func socksDialCode(err error) byte {
 	var dnsErr *net.DNSError
 	switch {
-	case errors.Is(err, errLoop):
+	case errors.Is(err, errLoop), errors.Is(err, ErrLocalDestination):
 		return socksNotAllowed
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return socksRefused

@@ -72,7 +72,7 @@ func tunnelSetup(t *testing.T, conns chan<- net.Conn) (p *tlsProxy, cc *http2.Cl
 	target = echoServer(t, conns)
 	_, portText, _ := net.SplitHostPort(target)
 	portNum, _ := strconv.Atoi(portText)
-	p = newTLSProxy(t, func(s *Server) { s.ConnectPorts = []uint16{uint16(portNum)} })
+	p = newTLSProxy(t, func(s *Server) { s.AnyPort, s.Ports = false, []uint16{uint16(portNum)} })
 	return p, p.h2Conn(t), target
 }
 
@@ -139,7 +139,12 @@ func TestHTTP2ProxyRequests(t *testing.T) {
 		w.Write(objects[i])
 	}))
 	defer upstream.Close()
-	p := newTLSProxy(t, func(s *Server) { s.PathHeader = "Intents-Path" })
+	u, _ := url.Parse(upstream.URL)
+	upPort, _ := strconv.Atoi(u.Port())
+	p := newTLSProxy(t, func(s *Server) {
+		s.PathHeader = "Intents-Path"
+		s.AnyPort, s.Ports = false, []uint16{uint16(upPort)}
+	})
 	cc := p.h2Conn(t)
 
 	var wg sync.WaitGroup
@@ -282,7 +287,9 @@ func TestHTTPSProxyHTTP1(t *testing.T) {
 	defer secure.Close()
 	u, _ := url.Parse(secure.URL)
 	portNum, _ := strconv.Atoi(u.Port())
-	p := newTLSProxy(t, func(s *Server) { s.ConnectPorts = []uint16{uint16(portNum)} })
+	u, _ = url.Parse(plain.URL)
+	plainPort, _ := strconv.Atoi(u.Port())
+	p := newTLSProxy(t, func(s *Server) { s.AnyPort, s.Ports = false, []uint16{uint16(portNum), uint16(plainPort)} })
 	roots := p.ca.Pool.Clone() // the proxy's certificate and the server's
 	roots.AddCert(secure.Certificate())
 	tlsConf := &tls.Config{RootCAs: roots}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"time"
 
@@ -18,15 +17,12 @@ import (
 // connect serves a CONNECT request: a tunnel to its authority.
 func (s *Server) connect(w http.ResponseWriter, r *http.Request, in intents.Intents) {
 	host, port := splitHostPort(r.Host, 0)
-	switch {
-	case host == "" || port == 0:
+	if host == "" || port == 0 {
 		s.refuse(w, r, http.StatusBadRequest, "CONNECT needs host:port")
 		return
-	case s.isSelf(host, port):
-		s.refuse(w, r, http.StatusLoopDetected, "the tunnel is to this proxy itself")
-		return
-	case !s.portAllowed(port):
-		s.refuse(w, r, http.StatusForbidden, "CONNECT to port "+strconv.Itoa(int(port))+" is not allowed")
+	}
+	if status, err := s.checkDestination(host, port); err != nil {
+		s.refuse(w, r, status, "CONNECT: "+err.Error())
 		return
 	}
 	hj, ok := w.(http.Hijacker)
@@ -47,6 +43,9 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, in intents.Inte
 		}
 		if errors.Is(err, errLoop) {
 			status = http.StatusLoopDetected
+		}
+		if errors.Is(err, ErrLocalDestination) {
+			status = http.StatusForbidden
 		}
 		s.refuse(w, r, status, err.Error())
 		return
@@ -70,9 +69,6 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, in intents.Inte
 	s.relay(r.Context(), client, brw.Reader, up, host)
 }
 
-// errLoop is a tunnel that reached one of the proxy's own listeners.
-var errLoop = errors.New("the destination is this proxy itself")
-
 // dialTunnel opens a tunnel's connection to host:port through the path
 // the policy chooses for in, with the rule's intents for host merged in
 // and the size host sent before as the size to expect, unless in says.
@@ -87,9 +83,11 @@ func (s *Server) dialTunnel(ctx context.Context, host string, port uint16, in in
 		s.stats.tunnelFailed()
 		return nil, err
 	}
-	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil && s.isListener(netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())) {
+	// A name may resolve to the host itself: refused here, where the
+	// Dialer has no Control of the Server's, before a byte is sent.
+	if err := s.Control("tcp", c.RemoteAddr().String(), nil); err != nil {
 		c.Close()
-		return nil, errLoop
+		return nil, err
 	}
 	return c, nil
 }

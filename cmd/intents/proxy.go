@@ -81,7 +81,8 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics")
 	allow := fs.String("allow", "", "client networks served, `CIDR,...` (default: loopback only)")
 	auth := fs.String("auth", "", "ask clients for `USER:PASSWORD` (Basic proxy auth, SOCKS5 username/password)")
-	ports := fs.String("ports", "", "ports tunnels may reach, `PORT,...` (default 443,80)")
+	ports := fs.String("ports", "", "ports requests and tunnels may reach, `PORT,...` or any (default 80,443,8080)")
+	allowLocal := fs.Bool("allow-local", false, "let clients reach this host itself: its loopback and interface addresses, localhost")
 	var pac pacFlag
 	fs.Var(&pac, "pac", "in the PAC file served at /proxy.pac, send `PATTERN=ADDR` (a rules pattern) to the listener at ADDR (repeatable)")
 	verbose := fs.Bool("v", false, "log each request's decision and each tunnel")
@@ -138,18 +139,21 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 	}
 	if *auth != "" {
 		user, pass, ok := strings.Cut(*auth, ":")
-		if !ok || user == "" {
-			return usageError{"-auth wants USER:PASSWORD"}
+		if !ok || user == "" || pass == "" {
+			return usageError{"-auth wants USER:PASSWORD, both non-empty"}
 		}
 		s.User, s.Password = user, pass
 	}
-	if *ports != "" {
+	s.AllowLocal = *allowLocal
+	if *ports == "any" {
+		s.AnyPort = true
+	} else if *ports != "" {
 		for p := range strings.SplitSeq(*ports, ",") {
 			n, err := strconv.ParseUint(strings.TrimSpace(p), 10, 16)
 			if err != nil || n == 0 {
 				return usageError{fmt.Sprintf("-ports: bad port %q", p)}
 			}
-			s.ConnectPorts = append(s.ConnectPorts, uint16(n))
+			s.Ports = append(s.Ports, uint16(n))
 		}
 	}
 
@@ -167,8 +171,11 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 	// their slow starts' contention than it gains.
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = intents.DefaultMaxConnsPerHost
-	s.Transport = &intents.Transport{Manager: m, Base: base, MaxConnsPerHost: intents.DefaultMaxConnsPerHost, MaxConns: intents.DefaultMaxConns}
-	s.Dialer = &intents.Dialer{Manager: m}
+	// One Dialer for requests and tunnels, whose sockets the Server's
+	// Control keeps off this host.
+	s.Dialer = &intents.Dialer{Manager: m, Control: s.Control}
+	s.Transport = &intents.Transport{Manager: m, Base: base, Dialer: s.Dialer,
+		MaxConnsPerHost: intents.DefaultMaxConnsPerHost, MaxConns: intents.DefaultMaxConns}
 	defer s.Transport.CloseIdleConnections()
 
 	var lc net.ListenConfig

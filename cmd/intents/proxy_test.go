@@ -43,7 +43,8 @@ func TestProxyCommand(t *testing.T) {
 	}
 	go func() {
 		code <- run(ctx, []string{"proxy", "-listen", "127.0.0.1:0=category=bulk", "-socks", "127.0.0.1:0", "-metrics", "127.0.0.1:0",
-			"-rules", rules, "-pac", "*.example=127.0.0.1:8081", "-v"}, io.Discard, pw, mf)
+			"-rules", rules, "-pac", "*.example=127.0.0.1:8081", "-v",
+			"-allow-local", "-ports", "any"}, io.Discard, pw, mf)
 		pw.Close()
 	}()
 	// The log says where each listener is: HTTP, SOCKS5, metrics, in order.
@@ -98,6 +99,7 @@ func TestProxyCommandUsage(t *testing.T) {
 		{"proxy", "-listen", "127.0.0.1:0=category=nonsense"},
 		{"proxy", "-allow", "10.0.0.0"},
 		{"proxy", "-auth", "nopassword"},
+		{"proxy", "-auth", "user:"},
 		{"proxy", "-ports", "0"},
 		{"proxy", "-policy", "nonsense"},
 		{"proxy", "extra"},
@@ -112,7 +114,8 @@ func TestProxyCommandUsage(t *testing.T) {
 }
 
 // -tls-listen serves HTTPS proxy clients with the certificate of -cert
-// and -key: net/http through it (HTTP/1.1 over TLS to the proxy).
+// and -key: net/http through it (HTTP/1.1 over TLS to the proxy). By
+// default the proxy refuses to reach its own host, however the port.
 func TestProxyCommandTLS(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "via "+r.Header.Get("Via"))
@@ -131,7 +134,7 @@ func TestProxyCommandTLS(t *testing.T) {
 	pr, pw := io.Pipe()
 	code := make(chan int, 1)
 	go func() {
-		code <- run(ctx, []string{"proxy", "-tls-listen", "127.0.0.1:0", "-cert", certFile, "-key", keyFile}, io.Discard, pw, loopManager(t, ""))
+		code <- run(ctx, []string{"proxy", "-tls-listen", "127.0.0.1:0", "-cert", certFile, "-key", keyFile, "-ports", "any"}, io.Discard, pw, loopManager(t, ""))
 		pw.Close()
 	}()
 	listening := regexp.MustCompile(`proxy: listening" addr=(\S+)`)
@@ -151,7 +154,8 @@ func TestProxyCommandTLS(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	tr.CloseIdleConnections()
-	assert.Equal(t, "via 1.1 intents-proxy", string(body))
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+	assert.Equal(t, "intents proxy: the destination is on the proxy's own host\n", string(body))
 	cancel()
 	assert.Equal(t, 0, <-code)
 }
