@@ -60,8 +60,8 @@ type limitListener struct {
 
 	wake   chan struct{} // Accept has something to return
 	unpark chan struct{} // a waiting client took a place
-	done chan struct{}
-	wg   sync.WaitGroup
+	done   chan struct{}
+	wg     sync.WaitGroup
 }
 
 func newLimitListener(l net.Listener, max int, allowed func(remote string) bool) *limitListener {

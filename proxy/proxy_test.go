@@ -639,4 +639,3 @@ func TestTunnelEndsAreSockets(t *testing.T) {
 	assert.IsType(t, &net.TCPConn{}, rawConn(client))
 	assert.IsType(t, &net.TCPConn{}, rawConn(up))
 }
-
