@@ -93,6 +93,14 @@ type Server struct {
 	// the tunnels open at once (more are refused: 503, or SOCKS5's
 	// general failure). Zero: the defaults above.
 	MaxClients, MaxTunnels int
+	// MaxTunnelsPerClient bounds the tunnels of one client address, so
+	// that one client cannot hold them all. Zero: a quarter of
+	// MaxTunnels. Every program on the proxy's own host is one client
+	// (a loopback address).
+	MaxTunnelsPerClient int
+	// TunnelIdleTimeout closes a tunnel that carried no byte either way
+	// for this long. Zero: DefaultTunnelIdleTimeout; negative: never.
+	TunnelIdleTimeout time.Duration
 	// DialTimeout bounds opening a tunnel (504 beyond). Zero: the default.
 	DialTimeout time.Duration
 	// Logger, if set, gets a line for each refusal and failure, and at
@@ -120,6 +128,7 @@ type Server struct {
 	servers   []*http.Server
 	conns     map[net.Conn]bool // SOCKS5 clients and tunnels' ends
 	tunnels   int
+	tunnelsOf map[netip.Addr]int // by client address
 	wg        sync.WaitGroup // SOCKS5 clients and tunnels
 }
 
@@ -145,6 +154,7 @@ func (s *Server) init() {
 		s.listeners = map[net.Listener]bool{}
 		s.conns = map[net.Conn]bool{}
 		s.onPath = map[net.Conn]string{}
+		s.tunnelsOf = map[netip.Addr]int{}
 	})
 }
 
@@ -489,11 +499,10 @@ func (s *Server) log(ctx context.Context, l slog.Level, msg string, r *http.Requ
 // allowed reports whether a client at remote ("addr:port") may use the
 // proxy.
 func (s *Server) allowed(remote string) bool {
-	ap, err := netip.ParseAddrPort(remote)
-	if err != nil {
+	a := clientOf(remote)
+	if !a.IsValid() {
 		return false
 	}
-	a := ap.Addr().Unmap()
 	if s.Allow == nil {
 		return a.IsLoopback()
 	}

@@ -120,13 +120,13 @@ func (s *Server) serveSOCKS(c net.Conn, in intents.Intents) {
 		s.socksLog(ctx, c, req, err)
 		return
 	}
-	switch {
-	case !s.takeTunnel():
+	client := clientOf(c.RemoteAddr().String())
+	if err := s.takeTunnel(client); err != nil {
 		socksReply(c, socksFailure, nil)
-		s.socksLog(ctx, c, req, errors.New("too many tunnels"))
+		s.socksLog(ctx, c, req, err)
 		return
 	}
-	defer s.endTunnel()
+	defer s.endTunnel(client)
 	up, err := s.dialTunnel(ctx, req.host, req.port, s.destIntents(in, req.host))
 	if err != nil {
 		socksReply(c, socksDialCode(err), nil)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -30,11 +31,12 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, in intents.Inte
 		s.refuse(w, r, http.StatusInternalServerError, "the connection cannot be taken over for a tunnel")
 		return
 	}
-	if !s.takeTunnel() {
-		s.refuse(w, r, http.StatusServiceUnavailable, "too many tunnels")
+	client := clientOf(r.RemoteAddr)
+	if err := s.takeTunnel(client); err != nil {
+		s.refuse(w, r, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	defer s.endTunnel()
+	defer s.endTunnel(client)
 	up, err := s.dialTunnel(r.Context(), host, port, in)
 	if err != nil {
 		status := http.StatusBadGateway
@@ -54,19 +56,19 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, in intents.Inte
 		s.relayStream(w, r, up, host)
 		return
 	}
-	client, brw, err := hj.Hijack()
+	conn, brw, err := hj.Hijack()
 	if err != nil {
 		up.Close()
 		s.log(r.Context(), slog.LevelInfo, "hijack failed", r, err)
 		return
 	}
-	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-		client.Close()
+	if _, err := io.WriteString(conn, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		conn.Close()
 		up.Close()
 		return
 	}
-	client.SetDeadline(time.Time{}) // the server's header timeouts end here
-	s.relay(r.Context(), client, brw.Reader, up, host)
+	conn.SetDeadline(time.Time{}) // the server's header timeouts end here
+	s.relay(r.Context(), conn, brw.Reader, up, host)
 }
 
 // dialTunnel opens a tunnel's connection to host:port through the path
@@ -116,6 +118,23 @@ func (s *Server) relay(ctx context.Context, client net.Conn, buffered *bufio.Rea
 	path, _ := intents.PathOf(up)
 	raw, rawClient := rawConn(up), rawConn(client)
 	defer s.endOnPathDown(client, path, raw)()
+	// Quiet both ways for the idle timeout, the tunnel is closed. The
+	// kernel tells how long where it can, so that the copies still
+	// splice; else each read is stamped.
+	var fromClient, fromUp io.Reader = rawClient, raw
+	quiet, ok := kernelQuiet(rawClient)
+	if !ok {
+		quiet, ok = kernelQuiet(raw)
+	}
+	if !ok {
+		a := newActivity()
+		quiet, fromClient, fromUp = a.quiet, a.reader(rawClient), a.reader(raw)
+	}
+	defer closeWhenQuiet(s.tunnelIdleTimeout(), quiet, func() {
+		s.logTunnelIdle(ctx, client, host)
+		client.Close()
+		up.Close()
+	})()
 	var sent int64
 	if n := buffered.Buffered(); n > 0 {
 		b, _ := buffered.Peek(n)
@@ -127,11 +146,11 @@ func (s *Server) relay(ctx context.Context, client net.Conn, buffered *bufio.Rea
 	}
 	upDone := make(chan int64, 1)
 	go func() {
-		n, _ := io.Copy(raw, rawClient)
+		n, _ := io.Copy(raw, fromClient)
 		closeWrite(raw)
 		upDone <- n
 	}()
-	received, _ := io.Copy(rawClient, raw)
+	received, _ := io.Copy(rawClient, fromUp)
 	closeWrite(rawClient)
 	// The server is done; a client that keeps its side open past the
 	// idle timeout is not waited for.
@@ -164,13 +183,18 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, up net.Conn
 	if err := rc.Flush(); err != nil {
 		return
 	}
+	a := newActivity()
+	defer closeWhenQuiet(s.tunnelIdleTimeout(), a.quiet, func() {
+		s.logTunnelIdle(ctx, nil, host)
+		up.Close() // the copy below fails: the stream is reset
+	})()
 	upDone := make(chan int64, 1)
 	go func() {
-		n, _ := io.Copy(raw, r.Body)
+		n, _ := io.Copy(raw, a.reader(r.Body))
 		closeWrite(raw)
 		upDone <- n
 	}()
-	received, err := io.Copy(flushWriter{w, rc}, raw)
+	received, err := io.Copy(flushWriter{w, rc}, a.reader(raw))
 	// The stream's response ends only with the handler, so the tunnel ends
 	// when the upstream's side does: what the client still sends is not
 	// read (closing the body ends the copy above).
@@ -310,22 +334,74 @@ func pathName(p *intents.Path) string {
 	return p.Name
 }
 
-// takeTunnel takes a place for a tunnel; false at MaxTunnels or once the
-// server closed. endTunnel gives it back.
-func (s *Server) takeTunnel() bool {
+// Errors of takeTunnel.
+var (
+	errTooManyTunnels       = errors.New("too many tunnels")
+	errTooManyClientTunnels = errors.New("too many tunnels from this client")
+)
+
+// takeTunnel takes a place for a tunnel of client (its address); an
+// error at MaxTunnels, at the client's share, or once the server closed.
+// endTunnel gives it back.
+func (s *Server) takeTunnel(client netip.Addr) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.tunnels >= orDefault(s.MaxTunnels, DefaultMaxTunnels) {
-		return false
+	switch {
+	case s.closed:
+		return ErrServerClosed
+	case s.tunnels >= orDefault(s.MaxTunnels, DefaultMaxTunnels):
+		return errTooManyTunnels
+	case s.tunnelsOf[client] >= s.maxTunnelsPerClient():
+		return errTooManyClientTunnels
 	}
 	s.tunnels++
+	s.tunnelsOf[client]++
 	s.wg.Add(1)
-	return true
+	return nil
 }
 
-func (s *Server) endTunnel() {
+func (s *Server) endTunnel(client netip.Addr) {
 	s.mu.Lock()
 	s.tunnels--
+	if s.tunnelsOf[client]--; s.tunnelsOf[client] <= 0 {
+		delete(s.tunnelsOf, client)
+	}
 	s.mu.Unlock()
 	s.wg.Done()
+}
+
+// maxTunnelsPerClient is a client address's share of the tunnels.
+func (s *Server) maxTunnelsPerClient() int {
+	if s.MaxTunnelsPerClient > 0 {
+		return s.MaxTunnelsPerClient
+	}
+	return max(1, orDefault(s.MaxTunnels, DefaultMaxTunnels)/4)
+}
+
+func (s *Server) tunnelIdleTimeout() time.Duration {
+	if s.TunnelIdleTimeout < 0 {
+		return 0
+	}
+	return orDefault(s.TunnelIdleTimeout, DefaultTunnelIdleTimeout)
+}
+
+func (s *Server) logTunnelIdle(ctx context.Context, client net.Conn, host string) {
+	if s.Logger == nil {
+		return
+	}
+	who := "an HTTP/2 stream"
+	if client != nil {
+		who = client.RemoteAddr().String()
+	}
+	s.Logger.Log(ctx, slog.LevelInfo, "proxy: tunnel closed: idle", "client", who, "host", host, "timeout", s.tunnelIdleTimeout())
+}
+
+// clientOf is the address of a client at remote ("addr:port"); the zero
+// Addr if remote is not one.
+func clientOf(remote string) netip.Addr {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }

@@ -13,6 +13,7 @@ type Info struct {
 
 	// For telling a silent path from a slow peer or a slow reader.
 	LastDataRecv time.Duration // since data last arrived
+	LastDataSent time.Duration // since data was last sent
 	LastAckRecv  time.Duration // since an acknowledgment last arrived
 	Unacked      uint64        // segments sent and not acknowledged
 	Timeouts     int           // consecutive retransmission timeouts now

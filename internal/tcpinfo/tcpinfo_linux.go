@@ -32,6 +32,7 @@ func Get(c syscall.RawConn) (Info, error) {
 		DataSegsOut: uint64(ti.Data_segs_out),
 
 		LastDataRecv: time.Duration(ti.Last_data_recv) * time.Millisecond,
+		LastDataSent: time.Duration(ti.Last_data_sent) * time.Millisecond,
 		LastAckRecv:  time.Duration(ti.Last_ack_recv) * time.Millisecond,
 		Unacked:      uint64(ti.Unacked),
 		Timeouts:     int(ti.Retransmits),

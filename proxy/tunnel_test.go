@@ -1,0 +1,140 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	xproxy "golang.org/x/net/proxy"
+
+	"github.com/sockintents/intents"
+)
+
+// connectFrom opens an HTTP/1.1 CONNECT tunnel to target through the
+// proxy at addr, from the local address from (any if invalid), and
+// returns the connection and the status; the connection is closed with
+// the test.
+func connectFrom(t *testing.T, from netip.Addr, addr, target string) (net.Conn, int, string) {
+	t.Helper()
+	d := &net.Dialer{}
+	if from.IsValid() {
+		d.LocalAddr = &net.TCPAddr{IP: from.AsSlice()}
+	}
+	c, err := d.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, err = io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+	require.NoError(t, err)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	require.NoError(t, err)
+	var body []byte
+	if resp.StatusCode != http.StatusOK {
+		body, _ = io.ReadAll(resp.Body)
+	}
+	c.SetDeadline(time.Time{})
+	return c, resp.StatusCode, string(body)
+}
+
+// A tunnel gives its client's place back, so when the tunnels run out a
+// CONNECT is answered 503 instead of waiting unanswered; and one client
+// address holds at most its share of them.
+func TestTunnelsRefusedWhenFull(t *testing.T) {
+	target := echoServer(t, nil)
+	p := newTestProxy(t, intents.Intents{}, func(s *Server) {
+		s.MaxClients, s.MaxTunnels, s.MaxTunnelsPerClient = 1, 2, 2
+	})
+	for range 2 {
+		c, status, body := connectFrom(t, netip.Addr{}, p.addr, target)
+		require.Equal(t, http.StatusOK, status, body)
+		_, err := io.WriteString(c, "ping")
+		require.NoError(t, err)
+		_, err = io.ReadFull(c, make([]byte, 4))
+		require.NoError(t, err, "the tunnel works")
+	}
+	_, status, body := connectFrom(t, netip.Addr{}, p.addr, target)
+	assert.Equal(t, http.StatusServiceUnavailable, status)
+	assert.Contains(t, body, "too many tunnels")
+	d, err := xproxy.SOCKS5("tcp", p.socks, nil, xproxy.Direct)
+	require.NoError(t, err)
+	_, err = d.Dial("tcp", target)
+	assert.ErrorContains(t, err, "general SOCKS server failure", "SOCKS5 tells its client")
+
+	// One client address's share.
+	second := netip.MustParseAddr("127.0.0.2")
+	if probe, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: second.AsSlice()}}).Dial("tcp", target); err != nil {
+		t.Skipf("cannot dial from %s here: %v", second, err)
+	} else {
+		probe.Close()
+	}
+	q := newTestProxy(t, intents.Intents{}, func(s *Server) { s.MaxTunnels, s.MaxTunnelsPerClient = 4, 1 })
+	_, status, body = connectFrom(t, netip.Addr{}, q.addr, target)
+	require.Equal(t, http.StatusOK, status, body)
+	_, status, body = connectFrom(t, netip.Addr{}, q.addr, target)
+	assert.Equal(t, http.StatusServiceUnavailable, status)
+	assert.Contains(t, body, "from this client")
+	_, status, body = connectFrom(t, second, q.addr, target)
+	assert.Equal(t, http.StatusOK, status, "another client has its own share: %s", body)
+}
+
+// A tunnel quiet both ways for TunnelIdleTimeout is closed, over
+// HTTP/1.1, SOCKS5 and HTTP/2; one that carries a byte now and then
+// within the timeout is not.
+func TestTunnelIdleTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	target := echoServer(t, nil)
+	p := newTestProxy(t, intents.Intents{}, func(s *Server) { s.TunnelIdleTimeout = timeout })
+
+	quiet, status, _ := connectFrom(t, netip.Addr{}, p.addr, target)
+	require.Equal(t, http.StatusOK, status)
+	busy, status, _ := connectFrom(t, netip.Addr{}, p.addr, target)
+	require.Equal(t, http.StatusOK, status)
+	d, err := xproxy.SOCKS5("tcp", p.socks, nil, xproxy.Direct)
+	require.NoError(t, err)
+	socks, err := d.Dial("tcp", target)
+	require.NoError(t, err)
+	defer socks.Close()
+
+	start := time.Now()
+	for time.Since(start) < 4*timeout {
+		busy.SetDeadline(time.Now().Add(10 * time.Second))
+		_, err := io.WriteString(busy, "x")
+		require.NoError(t, err)
+		_, err = io.ReadFull(busy, make([]byte, 1))
+		require.NoError(t, err, "a tunnel in use is kept")
+		time.Sleep(timeout / 4) // the client's pace, not a wait for the proxy
+	}
+	for name, c := range map[string]net.Conn{"HTTP/1.1": quiet, "SOCKS5": socks} {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err := c.Read(make([]byte, 1))
+		assert.ErrorIs(t, err, io.EOF, "%s: a quiet tunnel is closed", name)
+	}
+
+	h2 := newTLSProxy(t, func(s *Server) { s.TunnelIdleTimeout = timeout })
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, resp, err := connectStream(ctx, t, h2.h2Conn(t), target)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	closed := make(chan struct{})
+	defer context.AfterFunc(ctx, func() { // a bound on the test, if the stream is never reset
+		close(closed)
+		resp.Body.Close()
+	})()
+	_, err = io.ReadAll(resp.Body)
+	assert.Error(t, err, "HTTP/2: a quiet tunnel's stream is reset")
+	select {
+	case <-closed:
+		t.Error("HTTP/2: a quiet tunnel's stream was not reset")
+	default:
+	}
+}
