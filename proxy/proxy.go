@@ -129,7 +129,7 @@ type Server struct {
 	conns     map[net.Conn]bool // SOCKS5 clients and tunnels' ends
 	tunnels   int
 	tunnelsOf map[netip.Addr]int // by client address
-	wg        sync.WaitGroup // SOCKS5 clients and tunnels
+	wg        sync.WaitGroup     // SOCKS5 clients and tunnels
 }
 
 // ErrServerClosed is returned by Serve and ServeSOCKS once Close was
