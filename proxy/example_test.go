@@ -121,3 +121,28 @@ func ExampleParseRules() {
 	// a.videocdn.example: category=stream,prohibit=cellular,prefer=wired
 	// 10.1.2.3: require=eth0
 }
+
+// The metrics listener, for a Prometheus scraper on this host: loopback
+// clients only (MetricsAllow widens it), a few at a time.
+func ExampleServer_ServeMetrics() {
+	m, err := intents.NewManager(intents.Config{Policy: &policy.EAF{}, NoWatch: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	s := &proxy.Server{Transport: &intents.Transport{Manager: m}, Dialer: &intents.Dialer{Manager: m}}
+	defer s.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	go s.ServeMetrics(l)
+
+	resp, err := http.Get("http://" + l.Addr().String() + "/metrics")
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp.Body.Close()
+	fmt.Println(resp.Status, resp.Header.Get("Content-Type"))
+	// Output: 200 OK text/plain; version=0.0.4; charset=utf-8
+}

@@ -48,6 +48,7 @@ type limitListener struct {
 	max     int
 	allowed func(remote string) bool
 	grace   time.Duration
+	parkMax int // clients waiting for a place at most (maxParked)
 
 	mu     sync.Mutex
 	held   map[*limitConn]struct{} // the clients holding a place
@@ -61,19 +62,27 @@ type limitListener struct {
 	wake   chan struct{} // Accept has something to return
 	unpark chan struct{} // a waiting client took a place
 	done   chan struct{}
+	start  sync.Once
 	wg     sync.WaitGroup
 }
 
 func newLimitListener(l net.Listener, max int, allowed func(remote string) bool) *limitListener {
-	ll := &limitListener{Listener: l, max: max, allowed: allowed, grace: requestGrace,
+	ll := &limitListener{Listener: l, max: max, allowed: allowed, grace: requestGrace, parkMax: maxParked,
 		held: map[*limitConn]struct{}{},
 		wake: make(chan struct{}, 1), unpark: make(chan struct{}, 1), done: make(chan struct{})}
-	ll.wg.Go(ll.acceptLoop)
 	return ll
 }
 
-// Accept returns the next client admitted.
+// Accept returns the next client admitted; the first call starts
+// accepting.
 func (l *limitListener) Accept() (net.Conn, error) {
+	l.start.Do(func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if !l.closed {
+			l.wg.Go(l.acceptLoop)
+		}
+	})
 	for {
 		l.mu.Lock()
 		if len(l.ready) > 0 {
@@ -139,36 +148,24 @@ func (l *limitListener) acceptLoop() {
 // reports whether the queue is full.
 func (l *limitListener) admit(c net.Conn) (full bool) {
 	guest := l.allowed != nil && !l.allowed(c.RemoteAddr().String())
-	var victim *limitConn
 	l.mu.Lock()
 	switch {
-	case l.closed:
-		l.mu.Unlock()
-		c.Close()
-		return false
-	case guest && l.guests >= maxGuests:
+	case l.closed, guest && l.guests >= min(maxGuests, l.max):
 		l.mu.Unlock()
 		c.Close()
 		return false
 	case guest:
 		l.guests++
 		l.ready = append(l.ready, &limitConn{Conn: c, l: l, guest: true})
-	case len(l.held) < l.max:
-		l.holdLocked(c)
-	default:
-		if victim = l.victimLocked(time.Now()); victim != nil {
-			l.dropLocked(victim)
-			l.holdLocked(c)
-		} else {
-			l.parked = append(l.parked, c)
-			l.armLocked(time.Now())
-		}
+		l.mu.Unlock()
+		l.signal()
+		return false
 	}
-	full = len(l.parked) >= maxParked
+	l.parked = append(l.parked, c)
+	victims := l.admitParkedLocked(time.Now())
+	full = len(l.parked) >= l.parkMax
 	l.mu.Unlock()
-	if victim != nil {
-		victim.Conn.Close() // the server sees its read fail and closes it
-	}
+	closeAll(victims)
 	l.signal()
 	return full
 }
@@ -188,7 +185,9 @@ func (l *limitListener) dropLocked(c *limitConn) {
 
 // victimLocked is the connection to close for a new client: the one idle
 // longest between requests, else the oldest that has had no request for
-// the grace; nil if none may be closed now.
+// the grace; nil if none may be closed now. (A connection the server has
+// not read a request from may have one waiting in its socket: the grace
+// lets a burst of clients be served in turn.)
 func (l *limitListener) victimLocked(now time.Time) *limitConn {
 	var idle, fresh *limitConn
 	for c := range l.held {
@@ -228,9 +227,17 @@ func (l *limitListener) armLocked(now time.Time) {
 // admitParked gives waiting clients the places that are free or may be
 // made free.
 func (l *limitListener) admitParked() {
-	var victims []*limitConn
 	l.mu.Lock()
-	now := time.Now()
+	victims := l.admitParkedLocked(time.Now())
+	l.mu.Unlock()
+	closeAll(victims)
+	l.signal()
+}
+
+// admitParkedLocked gives waiting clients, oldest first, the places that
+// are free or may be made free, and returns the connections to close for
+// them.
+func (l *limitListener) admitParkedLocked(now time.Time) (victims []*limitConn) {
 	for len(l.parked) > 0 && !l.closed {
 		if len(l.held) >= l.max {
 			v := l.victimLocked(now)
@@ -241,19 +248,25 @@ func (l *limitListener) admitParked() {
 			l.dropLocked(v)
 			victims = append(victims, v)
 		}
+		if len(l.parked) == l.parkMax { // acceptLoop waits for room
+			select {
+			case l.unpark <- struct{}{}:
+			default:
+			}
+		}
 		c := l.parked[0]
 		l.parked = l.parked[1:]
 		l.holdLocked(c)
-		select {
-		case l.unpark <- struct{}{}:
-		default:
-		}
 	}
-	l.mu.Unlock()
+	return victims
+}
+
+// closeAll closes connections that lost their place: the server sees
+// their reads fail and closes them.
+func closeAll(victims []*limitConn) {
 	for _, v := range victims {
 		v.Conn.Close()
 	}
-	l.signal()
 }
 
 func (l *limitListener) signal() {

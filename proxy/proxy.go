@@ -65,6 +65,9 @@ type Server struct {
 	// Allow are the client networks served; others get 403 (SOCKS5: its
 	// "not allowed" reply). Nil: loopback only.
 	Allow []netip.Prefix
+	// MetricsAllow are the client networks ServeMetrics serves. Nil:
+	// loopback only, whatever Allow says.
+	MetricsAllow []netip.Prefix
 	// User and Password, if User is set, are asked of every client: Basic
 	// proxy authentication (407 without), SOCKS5 username/password.
 	User, Password string

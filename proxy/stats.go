@@ -4,9 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -88,6 +92,61 @@ func (s *Server) Metrics(w io.Writer) {
 		metrics.WriteCounterUint64(w, fmt.Sprintf(`intents_proxy_requests_total{path="%s"}`, label(path)), uint64(st.Requests))
 		metrics.WriteCounterUint64(w, fmt.Sprintf(`intents_proxy_response_bytes_total{path="%s"}`, label(path)), uint64(st.BytesReceived))
 	}
+}
+
+// Limits of the metrics listener: a scraper or two, not the world.
+const (
+	metricsMaxClients = 16
+	metricsTimeout    = 10 * time.Second
+	metricsMaxHeader  = 8 << 10
+)
+
+// ServeMetrics serves Metrics at /metrics to the clients of l that
+// MetricsAllow admits (nil: loopback only, whatever Allow says), at most
+// 16 at once, each with 10 s to send its request, to read the answer and
+// between requests. It returns when l fails or Close is called
+// (ErrServerClosed).
+func (s *Server) ServeMetrics(l net.Listener) error {
+	s.init()
+	allowed := func(remote string) bool {
+		a := clientOf(remote)
+		if s.MetricsAllow == nil {
+			return a.IsLoopback()
+		}
+		return slices.ContainsFunc(s.MetricsAllow, func(p netip.Prefix) bool { return p.Contains(a) })
+	}
+	metrics := s.MetricsHandler()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		if !allowed(r.RemoteAddr) {
+			http.Error(w, "intents proxy: client not allowed", http.StatusForbidden)
+			return
+		}
+		metrics.ServeHTTP(w, r)
+	})
+	hs := &http.Server{
+		Handler:           mux,
+		MaxHeaderBytes:    metricsMaxHeader,
+		ReadHeaderTimeout: metricsTimeout,
+		ReadTimeout:       metricsTimeout,
+		WriteTimeout:      metricsTimeout,
+		IdleTimeout:       metricsTimeout,
+		ErrorLog:          slogErrorLog(s.Logger),
+	}
+	if !s.addListener(l, hs) {
+		return ErrServerClosed
+	}
+	ll := newLimitListener(l, metricsMaxClients, allowed)
+	ll.parkMax = metricsMaxClients
+	s.mu.Lock()
+	s.limits = append(s.limits, ll)
+	s.mu.Unlock()
+	hs.ConnState = ll.connState
+	err := hs.Serve(ll)
+	if errors.Is(err, http.ErrServerClosed) {
+		return ErrServerClosed
+	}
+	return err
 }
 
 // MetricsHandler serves Metrics, for a status listener.

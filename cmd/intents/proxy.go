@@ -78,7 +78,7 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 	fs.Var(&socksL, "socks", "serve SOCKS5 clients on `ADDR[=INTENTS]` (repeatable)")
 	rulesFile := fs.String("rules", "", "intents by destination: a file of `PATTERN INTENTS` lines (see proxy.ParseRules)")
 	pname := fs.String("policy", "eaf", "policy: "+policyNames())
-	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics, to loopback clients only")
 	allow := fs.String("allow", "", "client networks served, `CIDR,...` (default: loopback only)")
 	auth := fs.String("auth", "", "ask clients for `USER:PASSWORD` (Basic proxy auth, SOCKS5 username/password)")
 	ports := fs.String("ports", "", "ports requests and tunnels may reach, `PORT,...` or any (default 80,443,8080)")
@@ -208,12 +208,8 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 		}
 		started = serve(l.addr, func(ln net.Listener) error { return s.ServeSOCKS(ln, l.in) })
 	}
-	var ms *http.Server
 	if *metricsAddr != "" && started == nil {
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", s.MetricsHandler())
-		ms = &http.Server{Handler: mux}
-		started = serve(*metricsAddr, func(ln net.Listener) error { return ms.Serve(ln) })
+		started = serve(*metricsAddr, s.ServeMetrics)
 	}
 	if started == nil {
 		select {
@@ -222,11 +218,8 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 		}
 	}
 	s.Close()
-	if ms != nil {
-		ms.Close()
-	}
 	wg.Wait()
-	if errors.Is(started, proxy.ErrServerClosed) || errors.Is(started, http.ErrServerClosed) {
+	if errors.Is(started, proxy.ErrServerClosed) {
 		started = nil
 	}
 	return started
