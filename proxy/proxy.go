@@ -105,7 +105,11 @@ type Server struct {
 	// for this long. Zero: DefaultTunnelIdleTimeout; negative: never.
 	TunnelIdleTimeout time.Duration
 	// DialTimeout bounds opening a tunnel (504 beyond). Zero: the default.
-	DialTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for a forwarded request's
+	// response headers, from when the request was sent whole (504
+	// beyond). Zero: DefaultResponseHeaderTimeout.
+	ResponseHeaderTimeout time.Duration
+	DialTimeout           time.Duration
 	// Logger, if set, gets a line for each refusal and failure, and at
 	// debug level each tunnel and request with its path.
 	Logger *slog.Logger
@@ -338,7 +342,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, status, err.Error())
 		return
 	}
-	ctx := intents.WithIntents(r.Context(), in)
+	ctx, stop := s.withResponseHeaderTimeout(intents.WithIntents(r.Context(), in))
+	defer stop()
 	s.stats.request()
 	s.forward.ServeHTTP(w, r.WithContext(ctx))
 }
@@ -455,10 +460,12 @@ func (s *Server) debugging(ctx context.Context) bool {
 func (s *Server) forwardError(w http.ResponseWriter, r *http.Request, err error) {
 	s.stats.failure(err)
 	status := http.StatusBadGateway
-	if isTimeout(err) {
+	if cause := context.Cause(r.Context()); errors.Is(cause, ErrResponseHeaderTimeout) {
+		err, status = cause, http.StatusGatewayTimeout
+	} else if isTimeout(err) {
 		status = http.StatusGatewayTimeout
 	}
-	if r.Context().Err() != nil {
+	if r.Context().Err() != nil && status != http.StatusGatewayTimeout {
 		// The client went away: nobody to answer.
 		s.log(r.Context(), slog.LevelDebug, "client gone", r, err)
 		return
