@@ -53,10 +53,15 @@ const (
 // Server is an HTTP and SOCKS5 forward proxy. Set its fields before the
 // first Serve; they are not to be changed after.
 type Server struct {
-	// Transport carries plain HTTP requests. Dialer opens tunnels (CONNECT,
-	// SOCKS5). Both are required; they usually share a Manager.
-	Transport *intents.Transport
-	Dialer    *intents.Dialer
+	// Transport carries plain HTTP requests: each client address's
+	// through a clone of its own (at most 64 kept, the least recently
+	// used dropped), so that one client's hanging requests hold none of
+	// another's connections; with SharedPool, all through Transport
+	// itself. Dialer opens tunnels (CONNECT, SOCKS5). Both are required;
+	// they usually share a Manager.
+	Transport  *intents.Transport
+	SharedPool bool
+	Dialer     *intents.Dialer
 	// Rules give intents by destination; the first that matches applies.
 	Rules []Rule
 	// PAC routes destinations to listeners in the PAC file served at
@@ -121,6 +126,7 @@ type Server struct {
 
 	once    sync.Once
 	forward *httputil.ReverseProxy
+	pools   *clientPools // nil with SharedPool
 	sizes   *hostSizes
 	stats   *stats
 
@@ -150,10 +156,15 @@ func (s *Server) init() {
 	s.once.Do(func() {
 		s.sizes = newHostSizes(maxHosts)
 		s.stats = newStats()
+		var upstream http.RoundTripper = s.Transport
+		if !s.SharedPool && s.Transport != nil {
+			s.pools = newClientPools(s.Transport)
+			upstream = s.pools
+		}
 		s.forward = &httputil.ReverseProxy{
 			Rewrite:        s.rewrite,
 			ModifyResponse: s.modifyResponse,
-			Transport:      s.Transport,
+			Transport:      upstream,
 			ErrorHandler:   s.forwardError,
 			ErrorLog:       slogErrorLog(s.Logger),
 		}
@@ -270,6 +281,9 @@ func (s *Server) Close() error {
 		c.Close()
 	}
 	s.wg.Wait()
+	if s.pools != nil {
+		s.pools.close()
+	}
 	return nil
 }
 
@@ -342,7 +356,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, status, err.Error())
 		return
 	}
-	ctx, stop := s.withResponseHeaderTimeout(intents.WithIntents(r.Context(), in))
+	ctx := context.WithValue(intents.WithIntents(r.Context(), in), clientKey{}, clientOf(r.RemoteAddr))
+	ctx, stop := s.withResponseHeaderTimeout(ctx)
 	defer stop()
 	s.stats.request()
 	s.forward.ServeHTTP(w, r.WithContext(ctx))

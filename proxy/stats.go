@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 	"unicode"
@@ -74,23 +74,24 @@ func (st *stats) tunnel(path string, sent, received int64) {
 func (s *Server) Metrics(w io.Writer) {
 	s.init()
 	s.stats.set.WritePrometheus(w)
-	if s.Transport == nil {
-		return
+	var byPath map[string]pathCount
+	switch {
+	case s.pools != nil:
+		byPath = s.pools.stats()
+	case s.Transport != nil:
+		byPath = map[string]pathCount{}
+		for name, st := range s.Transport.Stats() {
+			byPath[name] = pathCount{st.Requests, st.BytesReceived}
+		}
 	}
-	byPath := s.Transport.Stats()
-	names := make([]string, 0, len(byPath))
-	for name := range byPath {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(byPath)) {
 		st := byPath[name]
 		path := name
 		if path == "" {
 			path = "system"
 		}
-		metrics.WriteCounterUint64(w, fmt.Sprintf(`intents_proxy_requests_total{path="%s"}`, label(path)), uint64(st.Requests))
-		metrics.WriteCounterUint64(w, fmt.Sprintf(`intents_proxy_response_bytes_total{path="%s"}`, label(path)), uint64(st.BytesReceived))
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`intents_proxy_requests_total{path="%s"}`, label(path)), uint64(st.requests))
+		metrics.WriteCounterUint64(w, fmt.Sprintf(`intents_proxy_response_bytes_total{path="%s"}`, label(path)), uint64(st.bytes))
 	}
 }
 

@@ -3,9 +3,14 @@ package proxy
 import (
 	"context"
 	"errors"
+	"maps"
+	"net/http"
 	"net/http/httptrace"
+	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/sockintents/intents"
 )
 
 // DefaultResponseHeaderTimeout bounds the wait for an origin's response
@@ -51,5 +56,105 @@ func (s *Server) withResponseHeaderTimeout(ctx context.Context) (_ context.Conte
 	return ctx, func() {
 		disarm()
 		cancel(nil)
+	}
+}
+
+// maxClientPools bounds the client addresses whose pools are kept; the
+// least recently used beyond it is dropped (its idle connections closed,
+// its requests in flight ending as they would).
+const maxClientPools = 64
+
+// clientKey carries a forwarded request's client address to clientPools.
+type clientKey struct{}
+
+// clientPools forwards each client address's requests through a pool of
+// its own, a clone of the Server's Transport on the same Manager (so the
+// paths' estimates are shared): requests that hang, or uploads that
+// crawl, hold only their own client's connections.
+type clientPools struct {
+	template *intents.Transport
+
+	mu      sync.Mutex
+	pools   map[netip.Addr]*clientPool
+	dropped map[string]pathCount // what dropped pools carried, for Metrics
+}
+
+type clientPool struct {
+	tr   *intents.Transport
+	used time.Time
+}
+
+// pathCount is what Metrics tells of a path's forwarded requests.
+type pathCount struct{ requests, bytes int64 }
+
+func newClientPools(template *intents.Transport) *clientPools {
+	return &clientPools{template: template, pools: map[netip.Addr]*clientPool{}, dropped: map[string]pathCount{}}
+}
+
+// RoundTrip sends req through its client's pool.
+func (p *clientPools) RoundTrip(req *http.Request) (*http.Response, error) {
+	client, _ := req.Context().Value(clientKey{}).(netip.Addr)
+	return p.pool(client).RoundTrip(req)
+}
+
+func (p *clientPools) pool(client netip.Addr) *intents.Transport {
+	var drop *intents.Transport
+	p.mu.Lock()
+	cp, ok := p.pools[client]
+	if !ok {
+		if len(p.pools) >= maxClientPools {
+			var oldest netip.Addr
+			for a, c := range p.pools {
+				if drop == nil || c.used.Before(p.pools[oldest].used) {
+					oldest, drop = a, c.tr
+				}
+			}
+			delete(p.pools, oldest)
+			for name, st := range drop.Stats() {
+				c := p.dropped[name]
+				p.dropped[name] = pathCount{c.requests + st.Requests, c.bytes + st.BytesReceived}
+			}
+		}
+		cp = &clientPool{tr: p.template.Clone()}
+		p.pools[client] = cp
+	}
+	cp.used = time.Now()
+	p.mu.Unlock()
+	if drop != nil {
+		// Not Close: a request given this pool a moment ago may still be
+		// on its way to it. Dropped, it ends when garbage collected.
+		drop.CloseIdleConnections()
+	}
+	return cp.tr
+}
+
+// stats sums the requests and bytes of every pool, kept and dropped, by
+// path ("" where the system routes).
+func (p *clientPools) stats() map[string]pathCount {
+	p.mu.Lock()
+	out := maps.Clone(p.dropped)
+	trs := make([]*intents.Transport, 0, len(p.pools))
+	for _, c := range p.pools {
+		trs = append(trs, c.tr)
+	}
+	p.mu.Unlock()
+	for _, tr := range trs {
+		for name, st := range tr.Stats() {
+			c := out[name]
+			out[name] = pathCount{c.requests + st.Requests, c.bytes + st.BytesReceived}
+		}
+	}
+	return out
+}
+
+// close closes every pool's connections, the others' once their requests
+// are done.
+func (p *clientPools) close() {
+	p.mu.Lock()
+	pools := p.pools
+	p.pools = map[netip.Addr]*clientPool{}
+	p.mu.Unlock()
+	for _, c := range pools {
+		c.tr.Close()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,4 +61,53 @@ func TestResponseHeaderTimeout(t *testing.T) {
 	n, err := io.ReadAtLeast(c, buf, 12)
 	require.NoError(t, err)
 	assert.Contains(t, string(buf[:n]), "200 OK", "a slow upload is not the origin's delay")
+}
+
+// Each client address has its own upstream connections: one whose
+// requests hang holds none of another's, even where the Transport allows
+// only two connections; and the metrics count every client's requests.
+func TestOneClientCannotHoldTheUpstreamPool(t *testing.T) {
+	other := netip.MustParseAddr("127.0.0.2")
+	release := make(chan struct{})
+	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hanging.Close()
+	defer close(release)
+	fine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer fine.Close()
+	if probe, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: other.AsSlice()}}).Dial("tcp", fine.Listener.Addr().String()); err != nil {
+		t.Skipf("cannot dial from %s here: %v", other, err)
+	} else {
+		probe.Close()
+	}
+	p := newTestProxy(t, intents.Intents{}, func(s *Server) { s.Transport.MaxConns = 2 })
+	up := strings.TrimPrefix(hanging.URL, "http://")
+	var waiting []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", p.addr)
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = io.WriteString(c, "GET "+hanging.URL+"/ HTTP/1.1\r\nHost: "+up+"\r\n\r\n")
+		require.NoError(t, err)
+		waiting = append(waiting, c)
+	}
+	require.Eventually(t, func() bool {
+		var b strings.Builder
+		p.Metrics(&b)
+		return strings.Contains(b.String(), `intents_proxy_forwarded_total 2`)
+	}, 10*time.Second, time.Millisecond, "both hanging requests are forwarded")
+
+	c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: other.AsSlice()}}).Dial("tcp", p.addr)
+	require.NoError(t, err)
+	defer c.Close()
+	resp, body := proxyGet(t, c, fine.URL)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
+	assert.Equal(t, "ok", body)
+	var b strings.Builder
+	p.Metrics(&b)
+	assert.Contains(t, b.String(), `intents_proxy_requests_total{path="system"} 3`, "every client's requests")
 }

@@ -336,7 +336,8 @@ func newContender(key string, cfg config) contender {
 // over TLS with tlsConf if set. It returns the proxy's address and how to
 // stop it.
 func startProxy(c contender, in intents.Intents, addr string, allow []netip.Prefix, tlsConf *tls.Config) (string, func()) {
-	s := &proxy.Server{Transport: c.rt.(*intents.Transport), Dialer: &intents.Dialer{Manager: c.m}, PathHeader: "Intents-Path", Allow: allow}
+	// One pool: the contender is its Transport, whoever the client.
+	s := &proxy.Server{Transport: c.rt.(*intents.Transport), SharedPool: true, Dialer: &intents.Dialer{Manager: c.m}, PathHeader: "Intents-Path", Allow: allow}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		log.Fatal(err)
