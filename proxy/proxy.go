@@ -215,6 +215,14 @@ func (s *Server) serve(l net.Listener, config *tls.Config, in intents.Intents) e
 		},
 		ErrorLog: slogErrorLog(s.Logger),
 	}
+	if config != nil {
+		// An HTTP/2 client quiet for the header timeout is pinged, and
+		// closed if the ping goes unanswered as long: one that stopped
+		// halfway through a header block cannot answer (RFC 9113 §6.10),
+		// and would else hold its connection until the idle timeout.
+		wait := orDefault(s.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+		hs.HTTP2 = &http.HTTP2Config{SendPingTimeout: wait, PingTimeout: wait}
+	}
 	if !s.addListener(l, hs) {
 		return ErrServerClosed
 	}
