@@ -21,6 +21,13 @@ type PACRoute struct {
 	Proxy string
 }
 
+// The PAC file's keywords for each kind of listener.
+const (
+	pacProxy = "PROXY"
+	pacHTTPS = "HTTPS"
+	pacSOCKS = "SOCKS5"
+)
+
 // PACPath is where a Server serves its PAC file, to a plain GET (not a
 // proxy request) on any of its HTTP listeners.
 const PACPath = "/proxy.pac"
@@ -32,7 +39,7 @@ func (s *Server) servePAC(w http.ResponseWriter, r *http.Request) {
 	b.WriteString("function FindProxyForURL(url, host) {\n")
 	for _, rt := range s.PAC {
 		if cond := pacCondition(rt); cond != "" {
-			fmt.Fprintf(&b, "\tif (%s) return %q;\n", cond, "PROXY "+rt.Proxy)
+			fmt.Fprintf(&b, "\tif (%s) return %q;\n", cond, s.listenerKind(rt.Proxy)+" "+rt.Proxy)
 		}
 	}
 	// The address the client reached this listener at: the server's own
@@ -41,10 +48,27 @@ func (s *Server) servePAC(w http.ResponseWriter, r *http.Request) {
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		self = a.String()
 	}
-	fmt.Fprintf(&b, "\treturn %q;\n}\n", "PROXY "+self)
+	kind := pacProxy
+	if r.TLS != nil {
+		kind = pacHTTPS
+	}
+	fmt.Fprintf(&b, "\treturn %q;\n}\n", kind+" "+self)
 	w.Header().Set("Content-Type", "application/x-ns-proxy-autoconfig")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Write([]byte(b.String()))
+}
+
+// listenerKind is the PAC keyword of the server's listener at addr:
+// PROXY if it is none of them.
+func (s *Server) listenerKind(addr string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for l, kind := range s.listeners {
+		if l.Addr().String() == addr && kind != "" {
+			return kind
+		}
+	}
+	return pacProxy
 }
 
 // pacCondition is the JavaScript test of a route; "" for one PAC cannot

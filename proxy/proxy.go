@@ -135,7 +135,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	closed    bool
-	listeners map[net.Listener]bool
+	listeners map[net.Listener]string // their PAC keyword
 	limits    []*limitListener
 	onPath    map[net.Conn]string // a TCP tunnel's end to close if its path goes down: the path's name
 	servers   []*http.Server
@@ -169,7 +169,7 @@ func (s *Server) init() {
 			ErrorLog:       slogErrorLog(s.Logger),
 		}
 		s.done = make(chan struct{})
-		s.listeners = map[net.Listener]bool{}
+		s.listeners = map[net.Listener]string{}
 		s.conns = map[net.Conn]bool{}
 		s.onPath = map[net.Conn]string{}
 		s.tunnelsOf = map[netip.Addr]int{}
@@ -213,6 +213,9 @@ func (s *Server) serve(l net.Listener, config *tls.Config, in intents.Intents) e
 		BaseContext: func(net.Listener) context.Context {
 			return context.WithValue(context.Background(), listenerIntentsKey{}, in)
 		},
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, clientConnKey{}, c)
+		},
 		ErrorLog: slogErrorLog(s.Logger),
 	}
 	if config != nil {
@@ -223,7 +226,11 @@ func (s *Server) serve(l net.Listener, config *tls.Config, in intents.Intents) e
 		wait := orDefault(s.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 		hs.HTTP2 = &http.HTTP2Config{SendPingTimeout: wait, PingTimeout: wait}
 	}
-	if !s.addListener(l, hs) {
+	kind := pacProxy
+	if config != nil {
+		kind = pacHTTPS
+	}
+	if !s.addListener(l, hs, kind) {
 		return ErrServerClosed
 	}
 	limited := s.newLimitListener(l)
@@ -250,14 +257,16 @@ func (s *Server) newLimitListener(l net.Listener) *limitListener {
 	return ll
 }
 
-func (s *Server) addListener(l net.Listener, hs *http.Server) bool {
+// addListener registers l, served by hs if set, as a listener of kind
+// (its PAC keyword; "" for none).
+func (s *Server) addListener(l net.Listener, hs *http.Server, kind string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		l.Close()
 		return false
 	}
-	s.listeners[l] = true
+	s.listeners[l] = kind
 	if hs != nil {
 		s.servers = append(s.servers, hs)
 	}
@@ -367,8 +376,40 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := context.WithValue(intents.WithIntents(r.Context(), in), clientKey{}, clientOf(r.RemoteAddr))
 	ctx, stop := s.withResponseHeaderTimeout(ctx)
 	defer stop()
+	if r.ProtoMajor == 1 {
+		defer resetOnAbort(ctx)
+	}
 	s.stats.request()
 	s.forward.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// clientConnKey carries a client's connection to its requests.
+type clientConnKey struct{}
+
+// resetOnAbort resets the client's connection when a response is
+// aborted midway (its origin's body broke off): an HTTP/1.0 client, or
+// one given a response without a length, reads to the connection's end,
+// and would take an orderly close for the whole body.
+func resetOnAbort(ctx context.Context) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		c, _ := ctx.Value(clientConnKey{}).(net.Conn)
+		for c != nil {
+			if tc, ok := c.(*net.TCPConn); ok {
+				tc.SetLinger(0)
+				break
+			}
+			nc, ok := c.(interface{ NetConn() net.Conn })
+			if !ok {
+				break
+			}
+			c = nc.NetConn()
+		}
+	}
+	panic(v)
 }
 
 // requestIntents are r's: its listener's, then its destination's rule,

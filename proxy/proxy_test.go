@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -638,4 +639,29 @@ func TestTunnelEndsAreSockets(t *testing.T) {
 	defer client.Close()
 	assert.IsType(t, &net.TCPConn{}, rawConn(client))
 	assert.IsType(t, &net.TCPConn{}, rawConn(up))
+}
+
+// An HTTP/1.0 client reads a response to the connection's end: when the
+// origin's chunked body breaks off, the proxy resets the connection, so
+// the client cannot take what came for the whole.
+func TestHTTP10CutBodyIsReset(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+		c.Close() // no last chunk
+	}))
+	defer upstream.Close()
+	p := newTestProxy(t, intents.Intents{}, nil)
+	c, err := net.Dial("tcp", p.addr)
+	require.NoError(t, err)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	up := strings.TrimPrefix(upstream.URL, "http://")
+	_, err = io.WriteString(c, "GET "+upstream.URL+"/ HTTP/1.0\r\nHost: "+up+"\r\n\r\n")
+	require.NoError(t, err)
+	got, err := io.ReadAll(c)
+	assert.ErrorIs(t, err, syscall.ECONNRESET, "read %q", got)
 }

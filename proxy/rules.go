@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -81,7 +82,8 @@ func ParseRules(r io.Reader) ([]Rule, error) {
 	var rules []Rule
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 256), maxRulesLine)
-	for n := 1; sc.Scan(); n++ {
+	n := 1
+	for ; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
@@ -92,7 +94,9 @@ func ParseRules(r io.Reader) ([]Rule, error) {
 		}
 		rules = append(rules, rule)
 	}
-	if err := sc.Err(); err != nil {
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		return nil, fmt.Errorf("proxy: rules line %d: longer than %d bytes", n, maxRulesLine)
+	} else if err != nil {
 		return nil, fmt.Errorf("proxy: rules: %w", err)
 	}
 	return rules, nil

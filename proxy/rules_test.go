@@ -63,7 +63,9 @@ func TestParseRulesErrors(t *testing.T) {
 		_, err := ParseRules(strings.NewReader("# ok\n" + bad + "\n"))
 		assert.Error(t, err, "%q", bad)
 	}
-	_, err := ParseRules(strings.NewReader("exa_mple.com category=bulk\n"))
+	_, err := ParseRules(strings.NewReader("# ok\n" + strings.Repeat("a", maxRulesLine+1) + "\n"))
+	assert.ErrorContains(t, err, "rules line 2: longer than", "a line too long is named")
+	_, err = ParseRules(strings.NewReader("exa_mple.com category=bulk\n"))
 	assert.NoError(t, err, "underscores are seen in real names")
 	rules, err := ParseRules(strings.NewReader("intranet.example\n* category=bulk\n"))
 	require.NoError(t, err)

@@ -47,7 +47,7 @@ const (
 // called (ErrServerClosed).
 func (s *Server) ServeSOCKS(l net.Listener, in intents.Intents) error {
 	s.init()
-	if !s.addListener(l, nil) {
+	if !s.addListener(l, nil, pacSOCKS) {
 		return ErrServerClosed
 	}
 	l = s.newLimitListener(l)

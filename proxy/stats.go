@@ -134,7 +134,7 @@ func (s *Server) ServeMetrics(l net.Listener) error {
 		IdleTimeout:       metricsTimeout,
 		ErrorLog:          slogErrorLog(s.Logger),
 	}
-	if !s.addListener(l, hs) {
+	if !s.addListener(l, hs, "") {
 		return ErrServerClosed
 	}
 	ll := newLimitListener(l, metricsMaxClients, allowed)

@@ -347,3 +347,30 @@ func TestHTTP2HalfHeaderBlockIsClosed(t *testing.T) {
 		}
 	}
 }
+
+// The PAC file names each listener by its kind: HTTPS for a TLS
+// listener (the one it came from, or a route's), SOCKS5 for a SOCKS5
+// one, PROXY for plain HTTP.
+func TestPACNamesEachListenersKind(t *testing.T) {
+	var p *tlsProxy
+	p = newTLSProxy(t, func(s *Server) {
+		s.PAC = []PACRoute{{Host: "a.example", Proxy: "pending-socks"}, {Host: "b.example", Proxy: "pending-http"}}
+	})
+	// The routes name listeners only known once they serve.
+	p.PAC[0].Proxy, p.PAC[1].Proxy = p.socks, p.addr
+	require.Eventually(t, func() bool { return p.listenerKind(p.socks) == pacSOCKS }, 10*time.Second, time.Millisecond,
+		"the SOCKS5 listener serves")
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.ca.Pool}}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get("https://" + p.tlsAddr + PACPath)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	assert.Equal(t, `function FindProxyForURL(url, host) {
+	if (host.toLowerCase() == "a.example") return "SOCKS5 `+p.socks+`";
+	if (host.toLowerCase() == "b.example") return "PROXY `+p.addr+`";
+	return "HTTPS `+p.tlsAddr+`";
+}
+`, string(body))
+}
