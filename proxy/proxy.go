@@ -239,7 +239,7 @@ func (s *Server) serve(l net.Listener, config *tls.Config, in intents.Intents) e
 	if config != nil {
 		err = hs.ServeTLS(limited, "", "") // HTTP/2 and HTTP/1.1 by ALPN
 	} else {
-		err = hs.Serve(limited)
+		err = hs.Serve(framingListener{limited})
 	}
 	if errors.Is(err, http.ErrServerClosed) {
 		return ErrServerClosed
@@ -378,6 +378,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 	if r.ProtoMajor == 1 {
 		defer resetOnAbort(ctx)
+		if c, _ := ctx.Value(clientConnKey{}).(net.Conn); ambiguousFraming(c) {
+			w.Header().Set("Connection", "close") // RFC 9112 §6.1
+		}
 	}
 	s.stats.request()
 	s.forward.ServeHTTP(w, r.WithContext(ctx))

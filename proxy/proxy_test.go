@@ -665,3 +665,43 @@ func TestHTTP10CutBodyIsReset(t *testing.T) {
 	got, err := io.ReadAll(c)
 	assert.ErrorIs(t, err, syscall.ECONNRESET, "read %q", got)
 }
+
+// A request with both Transfer-Encoding and Content-Length is forwarded
+// framed by its Transfer-Encoding, and its connection closed after the
+// response (RFC 9112 §6.1): what the client sent after it is not read as
+// a request. One with Content-Length alone keeps its connection.
+func TestAmbiguousFramingClosesTheConnection(t *testing.T) {
+	var bodies sync.Map
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies.Store(r.URL.Path, string(b))
+	}))
+	defer upstream.Close()
+	p := newTestProxy(t, intents.Intents{}, nil)
+	up := strings.TrimPrefix(upstream.URL, "http://")
+	c, err := net.Dial("tcp", p.addr)
+	require.NoError(t, err)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	smuggled := "GET " + upstream.URL + "/smuggled HTTP/1.1\r\nHost: " + up + "\r\n\r\n"
+	_, err = io.WriteString(c, "POST "+upstream.URL+"/first HTTP/1.1\r\nHost: "+up+"\r\nContent-Length: "+
+		strconv.Itoa(len("5\r\nhello\r\n0\r\n\r\n")+len(smuggled))+"\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"+smuggled)
+	require.NoError(t, err)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.True(t, resp.Close, "the response says the connection closes")
+	_, err = br.ReadByte()
+	assert.ErrorIs(t, err, io.EOF, "the connection is closed")
+	got, _ := bodies.Load("/first")
+	assert.Equal(t, "hello", got, "framed by the Transfer-Encoding")
+	_, smuggledSeen := bodies.Load("/smuggled")
+	assert.False(t, smuggledSeen, "what followed was read as a request")
+
+	resp, body := p.raw(t, "POST "+upstream.URL+"/plain HTTP/1.1\r\nHost: "+up+"\r\nContent-Length: 5\r\n\r\nhello")
+	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
+	assert.False(t, resp.Close, "a request with a length alone keeps its connection")
+}

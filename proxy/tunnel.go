@@ -306,17 +306,23 @@ func (s *Server) resetTunnelsOnDownPaths(m *intents.Manager) {
 	}
 }
 
-// rawConn is the socket under an intents.Conn or a limitConn, so that
-// io.Copy between a tunnel's two sockets can splice. Closing stays the
-// wrapper's (it gives back a place, or the Manager's accounting).
+// rawConn is the socket under an intents.Conn, a limitConn or a
+// framingConn, so that io.Copy between a tunnel's two sockets can
+// splice. Closing stays the wrapper's (it gives back a place, or the
+// Manager's accounting).
 func rawConn(c net.Conn) net.Conn {
-	switch w := c.(type) {
-	case *intents.Conn:
-		return w.Conn
-	case *limitConn:
-		return w.NetConn()
+	for {
+		switch w := c.(type) {
+		case *intents.Conn:
+			return w.Conn
+		case *limitConn:
+			return w.NetConn()
+		case *framingConn:
+			c = w.NetConn()
+		default:
+			return c
+		}
 	}
-	return c
 }
 
 func closeWrite(c net.Conn) {
