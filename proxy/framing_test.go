@@ -3,6 +3,8 @@ package proxy
 import (
 	"testing"
 
+	"golang.org/x/net/http2"
+
 	"github.com/stretchr/testify/assert"
 )
 
@@ -22,4 +24,22 @@ func TestFramingWatch(t *testing.T) {
 		}
 		assert.Equal(t, want, whole.both.Load(), "%q", text)
 	}
+}
+
+// Whatever a client sends, following its frames neither panics nor
+// keeps more than its bounds.
+func FuzzSchemeConn(f *testing.F) {
+	f.Add([]byte(http2.ClientPreface+"\x00\x00\x05\x01\x05\x00\x00\x00\x01\x82\x87\x84\x41\x00"), 7)
+	f.Add([]byte(http2.ClientPreface+"\x00\x00\x03\x01\x08\x00\x00\x00\x01\x09\x82\x84"), 1)
+	f.Fuzz(func(t *testing.T, b []byte, chunk int) {
+		c := newSchemeConn(nil)
+		chunk = max(1, chunk%64)
+		for len(b) > 0 {
+			k := min(chunk, len(b))
+			c.follow(b[:k])
+			b = b[k:]
+		}
+		assert.LessOrEqual(t, len(c.pending), maxPending)
+		assert.LessOrEqual(t, c.block, maxHeaderBlock)
+	})
 }

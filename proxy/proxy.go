@@ -37,6 +37,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/sockintents/intents"
 )
 
@@ -225,6 +227,13 @@ func (s *Server) serve(l net.Listener, config *tls.Config, in intents.Intents) e
 		// and would else hold its connection until the idle timeout.
 		wait := orDefault(s.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 		hs.HTTP2 = &http.HTTP2Config{SendPingTimeout: wait, PingTimeout: wait}
+		// HTTP/2 by golang.org/x/net/http2 over a schemeConn, which
+		// recovers each request's :scheme; so net/http's own is off, and
+		// h2 must be offered here.
+		hs.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){"h2": serveHTTP2(&http2.Server{})}
+		if !slices.Contains(config.NextProtos, "h2") {
+			config.NextProtos = append([]string{"h2"}, config.NextProtos...)
+		}
 	}
 	kind := pacProxy
 	if config != nil {
@@ -351,24 +360,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.ProtoMajor == 2 && r.Method != http.MethodConnect && r.URL.Host == "" {
-		// HTTP/2 carries a proxy request's origin in :authority and its
-		// path alone in :path (RFC 9113 §8.3.1); an https URL comes by
-		// CONNECT, so one for anyone but the proxy itself is an http URL.
-		if host, port := splitHostPort(r.Host, 80); r.Host != "" && !s.isSelf(host, port) {
-			r.URL.Scheme, r.URL.Host = "http", r.Host
+		// HTTP/2 carries a proxy request's origin in :authority, its path
+		// alone in :path (RFC 9113 §8.3.1) and its scheme in :scheme,
+		// which net/http drops and requestScheme recovers: an https
+		// origin's request is fetched over TLS, never in the clear.
+		scheme := requestScheme(r)
+		if host, port := splitHostPort(r.Host, defaultPort(scheme)); r.Host != "" && !s.isSelf(host, port) {
+			if scheme == "" {
+				s.refuse(w, r, http.StatusBadRequest, "the request's scheme cannot be told")
+				return
+			}
+			r.URL.Scheme, r.URL.Host = scheme, r.Host
 		}
 	}
 	if r.Method == http.MethodGet && r.URL.Host == "" && r.URL.Path == PACPath {
 		s.servePAC(w, r)
 		return
 	}
-	if r.URL.Scheme != "http" || r.URL.Host == "" {
+	if !(r.URL.Scheme == "http" || r.URL.Scheme == "https" && r.ProtoMajor == 2) || r.URL.Host == "" {
 		// An origin-form request: this is no web server. An https URL in
-		// the clear: a client that meant CONNECT.
+		// the clear over HTTP/1: a client that meant CONNECT.
 		s.refuse(w, r, http.StatusBadRequest, "not a proxy request (absolute http URL or CONNECT)")
 		return
 	}
-	host, port := splitHostPort(r.URL.Host, 80)
+	host, port := splitHostPort(r.URL.Host, defaultPort(r.URL.Scheme))
 	if status, err := s.checkDestination(host, port); err != nil {
 		s.refuse(w, r, status, err.Error())
 		return
@@ -413,6 +428,14 @@ func resetOnAbort(ctx context.Context) {
 		}
 	}
 	panic(v)
+}
+
+// defaultPort is the port of a URL of scheme that gives none.
+func defaultPort(scheme string) uint16 {
+	if scheme == "https" {
+		return 443
+	}
+	return 80
 }
 
 // requestIntents are r's: its listener's, then its destination's rule,

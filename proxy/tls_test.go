@@ -374,3 +374,50 @@ func TestPACNamesEachListenersKind(t *testing.T) {
 }
 `, string(body))
 }
+
+// Over HTTP/2 a request's :scheme says how to reach its origin: https is
+// fetched over TLS, never in the clear, and http as it was.
+func TestHTTP2SchemeIsKept(t *testing.T) {
+	secure := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "tls=%t", r.TLS != nil)
+	}))
+	defer secure.Close()
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "tls=%t", r.TLS != nil)
+	}))
+	defer plain.Close()
+	p := newTLSProxy(t, func(s *Server) {
+		s.Transport.Base = &http.Transport{TLSClientConfig: secure.Client().Transport.(*http.Transport).TLSClientConfig.Clone()}
+	})
+	cc := p.h2Conn(t)
+	for target, want := range map[string]string{secure.URL: "tls=true", plain.URL: "tls=false"} {
+		for range 2 { // the second with the fields indexed by the decoder
+			resp, err := cc.RoundTrip(httptest.NewRequest("GET", target+"/x", nil).WithContext(t.Context()))
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", target, body)
+			assert.Equal(t, want, string(body), target)
+		}
+	}
+}
+
+// A request is told its own scheme even among others alike; one that
+// cannot be told (two alike but for their schemes) is told none.
+func TestSchemeLookup(t *testing.T) {
+	c := &schemeConn{pending: []h2Request{
+		{"GET", "https", "a.example", "/"},
+		{"GET", "http", "b.example", "/"},
+		{"GET", "https", "b.example", "/x"},
+		{"GET", "http", "b.example", "/x"},
+	}}
+	req := func(host, path string) *http.Request {
+		r := httptest.NewRequest("GET", path, nil)
+		r.Host, r.RequestURI = host, path
+		return r
+	}
+	assert.Equal(t, "https", c.scheme(req("a.example", "/")))
+	assert.Equal(t, "", c.scheme(req("a.example", "/")), "each request is looked up once")
+	assert.Equal(t, "http", c.scheme(req("b.example", "/")))
+	assert.Equal(t, "", c.scheme(req("b.example", "/x")), "alike but for the scheme")
+}
