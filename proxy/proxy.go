@@ -116,7 +116,11 @@ type Server struct {
 	// response headers, from when the request was sent whole (504
 	// beyond). Zero: DefaultResponseHeaderTimeout.
 	ResponseHeaderTimeout time.Duration
-	DialTimeout           time.Duration
+	// RequestBodyTimeout bounds the wait for the next part of a
+	// forwarded request's body (408 beyond). Zero:
+	// DefaultRequestBodyTimeout.
+	RequestBodyTimeout time.Duration
+	DialTimeout        time.Duration
 	// Logger, if set, gets a line for each refusal and failure, and at
 	// debug level each tunnel and request with its path.
 	Logger *slog.Logger
@@ -398,7 +402,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.stats.request()
-	s.forward.ServeHTTP(w, r.WithContext(ctx))
+	s.forward.ServeHTTP(w, s.withRequestBodyTimeout(w, r.WithContext(ctx)))
 }
 
 // clientConnKey carries a client's connection to its requests.
@@ -550,12 +554,14 @@ func (s *Server) debugging(ctx context.Context) bool {
 func (s *Server) forwardError(w http.ResponseWriter, r *http.Request, err error) {
 	s.stats.failure(err)
 	status := http.StatusBadGateway
-	if cause := context.Cause(r.Context()); errors.Is(cause, ErrResponseHeaderTimeout) {
+	if bodyTimedOut(r) {
+		err, status = ErrRequestBodyTimeout, http.StatusRequestTimeout
+	} else if cause := context.Cause(r.Context()); errors.Is(cause, ErrResponseHeaderTimeout) {
 		err, status = cause, http.StatusGatewayTimeout
 	} else if isTimeout(err) {
 		status = http.StatusGatewayTimeout
 	}
-	if r.Context().Err() != nil && status != http.StatusGatewayTimeout {
+	if r.Context().Err() != nil && status != http.StatusGatewayTimeout && status != http.StatusRequestTimeout {
 		// The client went away: nobody to answer.
 		s.log(r.Context(), slog.LevelDebug, "client gone", r, err)
 		return

@@ -3,11 +3,13 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptrace"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sockintents/intents"
@@ -157,4 +159,60 @@ func (p *clientPools) close() {
 	for _, c := range pools {
 		c.tr.Close()
 	}
+}
+
+// DefaultRequestBodyTimeout bounds the wait for the next part of a
+// forwarded request's body, as nginx's client_body_timeout does.
+const DefaultRequestBodyTimeout = time.Minute
+
+// ErrRequestBodyTimeout is the cause of a forwarded request whose client
+// sent nothing of its body for RequestBodyTimeout: 408.
+var ErrRequestBodyTimeout = errors.New("the client sent nothing of its request body within the timeout")
+
+// timedBody is a request body each read of which must bring something
+// within timeout: its client's connection (or HTTP/2 stream) gets a read
+// deadline before each read.
+type timedBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	timeout time.Duration
+	expired atomic.Bool
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	if err := b.rc.SetReadDeadline(time.Now().Add(b.timeout)); err != nil {
+		return b.ReadCloser.Read(p) // not supported: the server's own limits hold
+	}
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		// The body is done: the connection's reads are the server's
+		// again (its background read would else end the request).
+		b.rc.SetReadDeadline(time.Time{})
+	}
+	if isTimeout(err) {
+		b.expired.Store(true)
+		err = ErrRequestBodyTimeout
+	}
+	return n, err
+}
+
+// timedBodyKey carries a request's timedBody to forwardError.
+type timedBodyKey struct{}
+
+// withRequestBodyTimeout puts r's body, if it has one, under the request
+// body timeout.
+func (s *Server) withRequestBodyTimeout(w http.ResponseWriter, r *http.Request) *http.Request {
+	if r.Body == nil || r.Body == http.NoBody {
+		return r
+	}
+	b := &timedBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: orDefault(s.RequestBodyTimeout, DefaultRequestBodyTimeout)}
+	r = r.WithContext(context.WithValue(r.Context(), timedBodyKey{}, b))
+	r.Body = b
+	return r
+}
+
+// bodyTimedOut reports whether r's client let its body's timeout pass.
+func bodyTimedOut(r *http.Request) bool {
+	b, ok := r.Context().Value(timedBodyKey{}).(*timedBody)
+	return ok && b.expired.Load()
 }

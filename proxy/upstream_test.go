@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -110,4 +111,64 @@ func TestOneClientCannotHoldTheUpstreamPool(t *testing.T) {
 	var b strings.Builder
 	p.Metrics(&b)
 	assert.Contains(t, b.String(), `intents_proxy_requests_total{path="system"} 3`, "every client's requests")
+}
+
+// A client that stops sending its request body midway is answered 408
+// once RequestBodyTimeout passes with nothing new, over HTTP/1.1 and
+// HTTP/2; one that sends a part within each timeout is not cut, nor is
+// a request whose body is done and whose origin answers after the
+// timeout.
+func TestRequestBodyTimeout(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, err := io.Copy(io.Discard, r.Body)
+		if err != nil {
+			return
+		}
+		if r.URL.Path == "/slow" {
+			time.Sleep(3 * timeout) // the origin's own pace
+		}
+		io.WriteString(w, strconv.FormatInt(n, 10))
+	}))
+	defer upstream.Close()
+	p := newTestProxy(t, intents.Intents{}, func(s *Server) { s.RequestBodyTimeout = timeout })
+	up := strings.TrimPrefix(upstream.URL, "http://")
+	post := func(path string, length, sent int, pace time.Duration) (*http.Response, string) {
+		c, err := net.Dial("tcp", p.addr)
+		require.NoError(t, err)
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		_, err = io.WriteString(c, "POST "+upstream.URL+path+" HTTP/1.1\r\nHost: "+up+"\r\nContent-Length: "+strconv.Itoa(length)+"\r\n\r\n")
+		require.NoError(t, err)
+		for range sent {
+			time.Sleep(pace) // the client's pace
+			_, err = io.WriteString(c, "x")
+			require.NoError(t, err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+	resp, body := post("/stalled", 10, 2, 0)
+	assert.Equal(t, http.StatusRequestTimeout, resp.StatusCode, body)
+	assert.Contains(t, body, "request body")
+	resp, body = post("/paced", 4, 4, timeout/2)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
+	assert.Equal(t, "4", body)
+	resp, body = post("/slow", 2, 2, 0)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
+	assert.Equal(t, "2", body)
+
+	h2 := newTLSProxy(t, func(s *Server) { s.RequestBodyTimeout = timeout })
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go pw.Write([]byte("xx"))
+	req := httptest.NewRequest("POST", upstream.URL+"/stalled", pr).WithContext(t.Context())
+	req.ContentLength = 10
+	resp, err := h2.h2Conn(t).RoundTrip(req)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusRequestTimeout, resp.StatusCode, "HTTP/2: %s", b)
 }
