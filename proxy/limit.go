@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"sync"
 	"time"
 )
@@ -52,6 +54,7 @@ type limitListener struct {
 
 	mu     sync.Mutex
 	held   map[*limitConn]struct{} // the clients holding a place
+	byAddr map[netip.Addr]int      // places held, by client address
 	parked []net.Conn              // clients waiting for a place, oldest first
 	ready  []net.Conn              // admitted, for Accept to return
 	err    error                   // the listener's last error, for Accept to return (net.ErrClosed stays)
@@ -68,7 +71,7 @@ type limitListener struct {
 
 func newLimitListener(l net.Listener, max int, allowed func(remote string) bool) *limitListener {
 	ll := &limitListener{Listener: l, max: max, allowed: allowed, grace: requestGrace, parkMax: maxParked,
-		held: map[*limitConn]struct{}{},
+		held: map[*limitConn]struct{}{}, byAddr: map[netip.Addr]int{},
 		wake: make(chan struct{}, 1), unpark: make(chan struct{}, 1), done: make(chan struct{})}
 	return ll
 }
@@ -172,15 +175,35 @@ func (l *limitListener) admit(c net.Conn) (full bool) {
 
 // holdLocked gives c a place and queues it for Accept.
 func (l *limitListener) holdLocked(c net.Conn) {
-	lc := &limitConn{Conn: c, l: l, since: time.Now()}
+	lc := &limitConn{Conn: c, l: l, since: time.Now(), addr: clientOf(c.RemoteAddr().String())}
 	l.held[lc] = struct{}{}
+	l.byAddr[lc.addr]++
 	l.ready = append(l.ready, lc)
 }
 
 // dropLocked takes c's place away; c must hold one.
 func (l *limitListener) dropLocked(c *limitConn) {
 	delete(l.held, c)
+	if l.byAddr[c.addr]--; l.byAddr[c.addr] <= 0 {
+		delete(l.byAddr, c.addr)
+	}
 	c.released = true
+}
+
+// nextParkedLocked is the waiting client to admit next: the first of
+// those whose address holds the fewest places, so that a client is not
+// kept waiting behind another address's flood of connections.
+func (l *limitListener) nextParkedLocked() int {
+	next, fewest := 0, -1
+	for i, c := range l.parked {
+		if n := l.byAddr[clientOf(c.RemoteAddr().String())]; fewest < 0 || n < fewest {
+			next, fewest = i, n
+			if n == 0 {
+				break
+			}
+		}
+	}
+	return next
 }
 
 // victimLocked is the connection to close for a new client: the one idle
@@ -234,9 +257,9 @@ func (l *limitListener) admitParked() {
 	l.signal()
 }
 
-// admitParkedLocked gives waiting clients, oldest first, the places that
-// are free or may be made free, and returns the connections to close for
-// them.
+// admitParkedLocked gives waiting clients (see nextParkedLocked) the
+// places that are free or may be made free, and returns the connections
+// to close for them.
 func (l *limitListener) admitParkedLocked(now time.Time) (victims []*limitConn) {
 	for len(l.parked) > 0 && !l.closed {
 		if len(l.held) >= l.max {
@@ -254,8 +277,9 @@ func (l *limitListener) admitParkedLocked(now time.Time) (victims []*limitConn) 
 			default:
 			}
 		}
-		c := l.parked[0]
-		l.parked = l.parked[1:]
+		i := l.nextParkedLocked()
+		c := l.parked[i]
+		l.parked = slices.Delete(l.parked, i, i+1)
 		l.holdLocked(c)
 	}
 	return victims
@@ -284,13 +308,13 @@ func (l *limitListener) release(c *limitConn) {
 		l.mu.Unlock()
 		return
 	}
-	c.released = true
 	if c.guest {
+		c.released = true
 		l.guests--
 		l.mu.Unlock()
 		return
 	}
-	delete(l.held, c)
+	l.dropLocked(c)
 	l.mu.Unlock()
 	l.admitParked()
 }
@@ -371,6 +395,7 @@ func unwrapLimitConn(c net.Conn) *limitConn {
 type limitConn struct {
 	net.Conn
 	l        *limitListener
+	addr     netip.Addr
 	guest    bool
 	state    connState
 	since    time.Time // of the state
