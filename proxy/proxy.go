@@ -9,9 +9,12 @@
 // HTTP clients; ServeTLS is an HTTPS proxy, to which a browser speaks
 // HTTP/2 and so hands every request of a page at once.
 //
-// A Server is safe by default: it serves clients on loopback only, tunnels
-// to ports 443 and 80 only, never connects to its own listeners, and
-// bounds header sizes, header-read and idle times, clients and tunnels.
+// A Server is safe by default: it serves clients on loopback only,
+// forwards and tunnels to ports 80, 443 and 8080 only and never to its
+// own host, and bounds what each client may hold: places on a listener
+// (idle and request-less clients make room for new ones), tunnels (a
+// share per client address, closed when quiet), upstream connections (a
+// pool per client address) and the time each step may take.
 package proxy
 
 import (

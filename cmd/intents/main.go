@@ -37,7 +37,8 @@ const usage = `usage:
   intents get [-json] [-o FILE] [-intents TEXT] [-policy NAME] [-aggregate] [-twostep BYTES] URL
   intents proxy [-listen ADDR[=INTENTS]]... [-tls-listen ADDR[=INTENTS]]... [-cert FILE -key FILE]
                 [-socks ADDR[=INTENTS]]... [-rules FILE] [-policy NAME] [-v]
-                [-metrics ADDR] [-allow CIDR,...] [-auth USER:PASSWORD] [-ports PORT,...] [-pac PATTERN=ADDR]...
+                [-metrics ADDR] [-allow CIDR,...] [-auth USER:PASSWORD] [-ports PORT,...|any] [-allow-local]
+                [-tunnel-idle DURATION] [-pac PATTERN=ADDR]...
 `
 
 func main() {

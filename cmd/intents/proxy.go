@@ -82,6 +82,7 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 	allow := fs.String("allow", "", "client networks served, `CIDR,...` (default: loopback only)")
 	auth := fs.String("auth", "", "ask clients for `USER:PASSWORD` (Basic proxy auth, SOCKS5 username/password)")
 	ports := fs.String("ports", "", "ports requests and tunnels may reach, `PORT,...` or any (default 80,443,8080)")
+	tunnelIdle := fs.Duration("tunnel-idle", proxy.DefaultTunnelIdleTimeout, "close a tunnel quiet both ways for `DURATION` (0: never)")
 	allowLocal := fs.Bool("allow-local", false, "let clients reach this host itself: its loopback and interface addresses, localhost")
 	var pac pacFlag
 	fs.Var(&pac, "pac", "in the PAC file served at /proxy.pac, send `PATTERN=ADDR` (a rules pattern) to the listener at ADDR (repeatable)")
@@ -145,6 +146,10 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 		s.User, s.Password = user, pass
 	}
 	s.AllowLocal = *allowLocal
+	s.TunnelIdleTimeout = *tunnelIdle
+	if *tunnelIdle <= 0 {
+		s.TunnelIdleTimeout = -1 // never
+	}
 	if *ports == "any" {
 		s.AnyPort = true
 	} else if *ports != "" {

@@ -100,6 +100,7 @@ func TestProxyCommandUsage(t *testing.T) {
 		{"proxy", "-allow", "10.0.0.0"},
 		{"proxy", "-auth", "nopassword"},
 		{"proxy", "-auth", "user:"},
+		{"proxy", "-tunnel-idle", "soon"},
 		{"proxy", "-ports", "0"},
 		{"proxy", "-policy", "nonsense"},
 		{"proxy", "extra"},
