@@ -56,23 +56,8 @@ const attackerPace = 200 * time.Millisecond
 
 func TestAttackSoak(t *testing.T) {
 	testbed.SkipIfShort(t, (*attackSoakFor + 20*time.Second).Round(time.Minute).String())
-	from := func(a netip.Addr) *net.Dialer {
-		return &net.Dialer{LocalAddr: &net.TCPAddr{IP: a.AsSlice()}, Timeout: 10 * time.Second}
-	}
-	if c, err := from(normalAddr).Dial("tcp", echoServer(t, nil)); err != nil {
-		t.Skipf("loopback has no %s here: %v", normalAddr, err)
-	} else {
-		c.Close()
-	}
-	release := make(chan struct{})
-	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer hanging.Close()
-	defer close(release)
+	from := map[netip.Addr]*net.Dialer{attackerAddr: {}, outsiderAddr: dialerFrom(t, outsiderAddr), normalAddr: dialerFrom(t, normalAddr)}
+	hanging := hangingServer(t)
 	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		io.WriteString(w, strings.Repeat("x", 10<<10))
@@ -108,7 +93,7 @@ func TestAttackSoak(t *testing.T) {
 		for range n {
 			attacks.Go(func() {
 				for ctx.Err() == nil {
-					c, err := from(a).DialContext(ctx, "tcp", addr)
+					c, err := from[a].DialContext(ctx, "tcp", addr)
 					if err != nil {
 						continue
 					}
@@ -161,7 +146,7 @@ func TestAttackSoak(t *testing.T) {
 	// HTTP/2 clients stopped halfway through a header block.
 	attacks.Go(func() {
 		for ctx.Err() == nil {
-			c, err := tls.DialWithDialer(from(attackerAddr), "tcp", p.tlsAddr, &tls.Config{RootCAs: p.ca.Pool, NextProtos: []string{"h2"}})
+			c, err := tls.DialWithDialer(from[attackerAddr], "tcp", p.tlsAddr, &tls.Config{RootCAs: p.ca.Pool, NextProtos: []string{"h2"}})
 			if err != nil {
 				continue
 			}
@@ -180,7 +165,7 @@ func TestAttackSoak(t *testing.T) {
 	// 100 ms.
 	normal := &http.Client{Transport: &http.Transport{
 		Proxy:             http.ProxyURL(&url.URL{Scheme: "http", Host: p.addr}),
-		DialContext:       from(normalAddr).DialContext,
+		DialContext:       from[normalAddr].DialContext,
 		DisableKeepAlives: true,
 	}, Timeout: 10 * time.Second}
 	var took []time.Duration
@@ -198,7 +183,7 @@ func TestAttackSoak(t *testing.T) {
 		if i%2 == 0 {
 			err = getPage(normal, page.URL)
 		} else {
-			err = echoThrough(from(normalAddr), p.addr, echo)
+			err = echoThrough(from[normalAddr], p.addr, echo)
 		}
 		if err != nil {
 			failed++

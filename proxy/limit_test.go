@@ -135,11 +135,7 @@ func TestClientsNotAllowedTakeNoPlace(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	defer upstream.Close()
 	allowed := netip.MustParseAddr("127.0.0.2")
-	probe, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: allowed.AsSlice()}}).Dial("tcp", upstream.Listener.Addr().String())
-	if err != nil {
-		t.Skipf("cannot dial from %s here: %v", allowed, err)
-	}
-	probe.Close()
+	from := dialerFrom(t, allowed)
 	p := newTestProxy(t, intents.Intents{}, func(s *Server) {
 		s.MaxClients = 4
 		s.Allow = []netip.Prefix{netip.PrefixFrom(allowed, 32)}
@@ -155,7 +151,7 @@ func TestClientsNotAllowedTakeNoPlace(t *testing.T) {
 		require.NoError(t, err)
 		held = append(held, c)
 	}
-	c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: allowed.AsSlice()}}).Dial("tcp", p.addr)
+	c, err := from.Dial("tcp", p.addr)
 	require.NoError(t, err)
 	defer c.Close()
 	resp, body := proxyGet(t, c, upstream.URL)

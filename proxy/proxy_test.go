@@ -705,3 +705,33 @@ func TestAmbiguousFramingClosesTheConnection(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
 	assert.False(t, resp.Close, "a request with a length alone keeps its connection")
 }
+
+// dialerFrom dials from a, a loopback address other than 127.0.0.1: a
+// second client on this host. The test is skipped where loopback has no
+// such address (Linux has 127.0.0.0/8).
+func dialerFrom(t *testing.T, a netip.Addr) *net.Dialer {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(a.String(), "0"))
+	if err != nil {
+		t.Skipf("loopback has no %s here: %v", a, err)
+	}
+	l.Close()
+	return &net.Dialer{LocalAddr: &net.TCPAddr{IP: a.AsSlice()}, Timeout: 10 * time.Second}
+}
+
+// hangingServer is an origin that reads a request and never answers it,
+// until the test ends.
+func hangingServer(t *testing.T) *httptest.Server {
+	release := make(chan struct{})
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() {
+		close(release)
+		s.Close()
+	})
+	return s
+}

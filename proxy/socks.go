@@ -51,7 +51,6 @@ func (s *Server) ServeSOCKS(l net.Listener, in intents.Intents) error {
 		return ErrServerClosed
 	}
 	l = s.newLimitListener(l)
-	var backoff time.Duration
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -64,18 +63,13 @@ func (s *Server) ServeSOCKS(l net.Listener, in intents.Intents) error {
 			if errors.Is(err, net.ErrClosed) {
 				return err
 			}
-			// Out of descriptors, say: as net/http's Serve does, wait a
-			// little longer each time and accept again.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-s.done:
-				t.Stop()
+			// Out of descriptors, say: the limit listener waits before it
+			// accepts again.
+			if s.Logger != nil {
+				s.Logger.Info("proxy: SOCKS5 accept failed", "err", err)
 			}
 			continue
 		}
-		backoff = 0
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()

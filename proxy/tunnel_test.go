@@ -70,11 +70,7 @@ func TestTunnelsRefusedWhenFull(t *testing.T) {
 
 	// One client address's share.
 	second := netip.MustParseAddr("127.0.0.2")
-	if probe, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: second.AsSlice()}}).Dial("tcp", target); err != nil {
-		t.Skipf("cannot dial from %s here: %v", second, err)
-	} else {
-		probe.Close()
-	}
+	dialerFrom(t, second)
 	q := newTestProxy(t, intents.Intents{}, func(s *Server) { s.MaxTunnels, s.MaxTunnelsPerClient = 4, 1 })
 	_, status, body = connectFrom(t, netip.Addr{}, q.addr, target)
 	require.Equal(t, http.StatusOK, status, body)

@@ -24,24 +24,16 @@ import (
 // cut.
 func TestResponseHeaderTimeout(t *testing.T) {
 	const timeout = 200 * time.Millisecond
-	release := make(chan struct{})
+	hanging := hangingServer(t)
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
-		if r.URL.Path == "/hang" {
-			select {
-			case <-release:
-			case <-r.Context().Done():
-			}
-			return
-		}
 		io.WriteString(w, strconv.FormatInt(n, 10))
 	}))
 	defer upstream.Close()
-	defer close(release)
 	p := newTestProxy(t, intents.Intents{}, func(s *Server) { s.ResponseHeaderTimeout = timeout })
 	up := strings.TrimPrefix(upstream.URL, "http://")
 
-	resp, body := p.raw(t, "GET "+upstream.URL+"/hang HTTP/1.1\r\nHost: "+up+"\r\n\r\n")
+	resp, body := p.raw(t, "GET "+hanging.URL+"/ HTTP/1.1\r\nHost: "+strings.TrimPrefix(hanging.URL, "http://")+"\r\n\r\n")
 	assert.Equal(t, http.StatusGatewayTimeout, resp.StatusCode, body)
 	assert.Contains(t, body, "no response headers")
 
@@ -68,23 +60,10 @@ func TestResponseHeaderTimeout(t *testing.T) {
 // requests hang holds none of another's, even where the Transport allows
 // only two connections; and the metrics count every client's requests.
 func TestOneClientCannotHoldTheUpstreamPool(t *testing.T) {
-	other := netip.MustParseAddr("127.0.0.2")
-	release := make(chan struct{})
-	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer hanging.Close()
-	defer close(release)
+	from := dialerFrom(t, netip.MustParseAddr("127.0.0.2"))
+	hanging := hangingServer(t)
 	fine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	defer fine.Close()
-	if probe, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: other.AsSlice()}}).Dial("tcp", fine.Listener.Addr().String()); err != nil {
-		t.Skipf("cannot dial from %s here: %v", other, err)
-	} else {
-		probe.Close()
-	}
 	p := newTestProxy(t, intents.Intents{}, func(s *Server) { s.Transport.MaxConns = 2 })
 	up := strings.TrimPrefix(hanging.URL, "http://")
 	var waiting []net.Conn
@@ -102,7 +81,7 @@ func TestOneClientCannotHoldTheUpstreamPool(t *testing.T) {
 		return strings.Contains(b.String(), `intents_proxy_forwarded_total 2`)
 	}, 10*time.Second, time.Millisecond, "both hanging requests are forwarded")
 
-	c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: other.AsSlice()}}).Dial("tcp", p.addr)
+	c, err := from.Dial("tcp", p.addr)
 	require.NoError(t, err)
 	defer c.Close()
 	resp, body := proxyGet(t, c, fine.URL)
