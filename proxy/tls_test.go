@@ -352,8 +352,7 @@ func TestHTTP2HalfHeaderBlockIsClosed(t *testing.T) {
 // listener (the one it came from, or a route's), SOCKS5 for a SOCKS5
 // one, PROXY for plain HTTP.
 func TestPACNamesEachListenersKind(t *testing.T) {
-	var p *tlsProxy
-	p = newTLSProxy(t, func(s *Server) {
+	p := newTLSProxy(t, func(s *Server) {
 		s.PAC = []PACRoute{{Host: "a.example", Proxy: "pending-socks"}, {Host: "b.example", Proxy: "pending-http"}}
 	})
 	// The routes name listeners only known once they serve.

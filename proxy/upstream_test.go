@@ -66,14 +66,12 @@ func TestOneClientCannotHoldTheUpstreamPool(t *testing.T) {
 	defer fine.Close()
 	p := newTestProxy(t, intents.Intents{}, func(s *Server) { s.Transport.MaxConns = 2 })
 	up := strings.TrimPrefix(hanging.URL, "http://")
-	var waiting []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", p.addr)
 		require.NoError(t, err)
 		defer c.Close()
 		_, err = io.WriteString(c, "GET "+hanging.URL+"/ HTTP/1.1\r\nHost: "+up+"\r\n\r\n")
 		require.NoError(t, err)
-		waiting = append(waiting, c)
 	}
 	require.Eventually(t, func() bool {
 		var b strings.Builder
