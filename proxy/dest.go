@@ -109,6 +109,7 @@ func (l *localAddrs) has(a netip.Addr) bool {
 // that a name that resolves to the host is refused too, not only one
 // given as an address.
 func (s *Server) Control(network, address string, _ syscall.RawConn) error {
+	s.init()
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return nil // not an IP socket

@@ -61,6 +61,7 @@ func (s *Server) servePAC(w http.ResponseWriter, r *http.Request) {
 // listenerKind is the PAC keyword of the server's listener at addr:
 // PROXY if it is none of them.
 func (s *Server) listenerKind(addr string) string {
+	s.init()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for l, kind := range s.listeners {

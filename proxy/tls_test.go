@@ -352,24 +352,38 @@ func TestHTTP2HalfHeaderBlockIsClosed(t *testing.T) {
 // listener (the one it came from, or a route's), SOCKS5 for a SOCKS5
 // one, PROXY for plain HTTP.
 func TestPACNamesEachListenersKind(t *testing.T) {
-	p := newTLSProxy(t, func(s *Server) {
-		s.PAC = []PACRoute{{Host: "a.example", Proxy: "pending-socks"}, {Host: "b.example", Proxy: "pending-http"}}
-	})
-	// The routes name listeners only known once they serve.
-	p.PAC[0].Proxy, p.PAC[1].Proxy = p.socks, p.addr
-	require.Eventually(t, func() bool { return p.listenerKind(p.socks) == pacSOCKS }, 10*time.Second, time.Millisecond,
+	ca, err := testbed.NewCA()
+	require.NoError(t, err)
+	var ls [3]net.Listener // plain HTTP, SOCKS5, HTTPS
+	for i := range ls {
+		ls[i], err = net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+	}
+	plain, socks, secure := ls[0].Addr().String(), ls[1].Addr().String(), ls[2].Addr().String()
+	s := &Server{PAC: []PACRoute{{Host: "a.example", Proxy: socks}, {Host: "b.example", Proxy: plain}}}
+	served := make(chan error, len(ls))
+	go func() { served <- s.Serve(ls[0], intents.Intents{}) }()
+	go func() { served <- s.ServeSOCKS(ls[1], intents.Intents{}) }()
+	go func() { served <- s.ServeTLS(ls[2], &tls.Config{Certificates: []tls.Certificate{ca.Cert}}, intents.Intents{}) }()
+	defer func() {
+		s.Close()
+		for range ls {
+			<-served
+		}
+	}()
+	require.Eventually(t, func() bool { return s.listenerKind(socks) == pacSOCKS }, 10*time.Second, time.Millisecond,
 		"the SOCKS5 listener serves")
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.ca.Pool}}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool}}
 	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Get("https://" + p.tlsAddr + PACPath)
+	resp, err := (&http.Client{Transport: tr}).Get("https://" + secure + PACPath)
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	assert.Equal(t, `function FindProxyForURL(url, host) {
-	if (host.toLowerCase() == "a.example") return "SOCKS5 `+p.socks+`";
-	if (host.toLowerCase() == "b.example") return "PROXY `+p.addr+`";
-	return "HTTPS `+p.tlsAddr+`";
+	if (host.toLowerCase() == "a.example") return "SOCKS5 `+socks+`";
+	if (host.toLowerCase() == "b.example") return "PROXY `+plain+`";
+	return "HTTPS `+secure+`";
 }
 `, string(body))
 }
