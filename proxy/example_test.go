@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/sockintents/intents"
@@ -145,4 +146,25 @@ func ExampleServer_ServeMetrics() {
 	resp.Body.Close()
 	fmt.Println(resp.Status, resp.Header.Get("Content-Type"))
 	// Output: 200 OK text/plain; version=0.0.4; charset=utf-8
+}
+
+// The proxy's own certificate for an HTTPS listener, made on first use
+// and reused after: a browser told once to accept it (Chromium by its
+// key, Firefox by its authority) keeps accepting it.
+func ExampleLoadOwnCertificate() {
+	dir, err := os.MkdirTemp("", "intents")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	for range 2 {
+		own, err := proxy.LoadOwnCertificate(dir, []string{"127.0.0.1", "localhost"})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("made:", own.Made, "names:", own.Certificate.Leaf.DNSNames, own.Certificate.Leaf.IPAddresses)
+	}
+	// Output:
+	// made: true names: [localhost] [127.0.0.1]
+	// made: false names: [localhost] [127.0.0.1]
 }

@@ -364,7 +364,9 @@ func TestPACNamesEachListenersKind(t *testing.T) {
 	served := make(chan error, len(ls))
 	go func() { served <- s.Serve(ls[0], intents.Intents{}) }()
 	go func() { served <- s.ServeSOCKS(ls[1], intents.Intents{}) }()
-	go func() { served <- s.ServeTLS(ls[2], &tls.Config{Certificates: []tls.Certificate{ca.Cert}}, intents.Intents{}) }()
+	go func() {
+		served <- s.ServeTLS(ls[2], &tls.Config{Certificates: []tls.Certificate{ca.Cert}}, intents.Intents{})
+	}()
 	defer func() {
 		s.Close()
 		for range ls {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,9 +73,10 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 	fs := newFlags("proxy")
 	var httpL, tlsL, socksL listenFlag
 	fs.Var(&httpL, "listen", "serve HTTP proxy clients on `ADDR[=INTENTS]`, the intents given to all they send (repeatable; default 127.0.0.1:8080)")
-	fs.Var(&tlsL, "tls-listen", "serve HTTPS proxy clients (HTTP/2 or HTTP/1.1) on `ADDR[=INTENTS]`, with -cert and -key (repeatable)")
-	certFile := fs.String("cert", "", "the HTTPS listeners' certificate chain, a PEM `FILE`")
+	fs.Var(&tlsL, "tls-listen", "serve HTTPS proxy clients (HTTP/2 or HTTP/1.1) on `ADDR[=INTENTS]` (repeatable); prints how to start a browser through it")
+	certFile := fs.String("cert", "", "the HTTPS listeners' certificate chain, a PEM `FILE` (default: the proxy's own, see -cert-dir)")
 	keyFile := fs.String("key", "", "the HTTPS listeners' private key, a PEM `FILE`")
+	certDir := fs.String("cert-dir", defaultCertDir(), "keep the proxy's own authority and certificate, made on first use, in `DIR`")
 	fs.Var(&socksL, "socks", "serve SOCKS5 clients on `ADDR[=INTENTS]` (repeatable)")
 	rulesFile := fs.String("rules", "", "intents by destination: a file of `PATTERN INTENTS` lines (see proxy.ParseRules)")
 	pname := fs.String("policy", "eaf", "policy: "+policyNames())
@@ -98,15 +100,15 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 		httpL = listenFlag{{addr: "127.0.0.1:8080"}}
 	}
 	var tlsConf *tls.Config
-	if len(tlsL) > 0 || *certFile != "" || *keyFile != "" {
-		if len(tlsL) == 0 || *certFile == "" || *keyFile == "" {
-			return usageError{"-tls-listen, -cert and -key go together"}
-		}
-		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
-		if err != nil {
+	var own *proxy.OwnCertificate
+	if len(tlsL) == 0 && (*certFile != "" || *keyFile != "") {
+		return usageError{"-cert and -key go with -tls-listen"}
+	}
+	if len(tlsL) > 0 {
+		var err error
+		if tlsConf, own, err = proxyTLS(*certFile, *keyFile, *certDir, tlsL); err != nil {
 			return err
 		}
-		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}}
 	}
 	mk, ok := policies[*pname]
 	if !ok {
@@ -186,18 +188,18 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 	var lc net.ListenConfig
 	errs := make(chan error, len(httpL)+len(tlsL)+len(socksL)+1)
 	var wg sync.WaitGroup
-	serve := func(addr string, f func(net.Listener) error) error {
+	serve := func(addr string, f func(net.Listener) error) (net.Addr, error) {
 		l, err := lc.Listen(ctx, "tcp", addr)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		logger.Info("proxy: listening", "addr", l.Addr().String())
 		wg.Go(func() { errs <- f(l) })
-		return nil
+		return l.Addr(), nil
 	}
 	var started error
 	for _, l := range httpL {
-		if started = serve(l.addr, func(ln net.Listener) error { return s.Serve(ln, l.in) }); started != nil {
+		if _, started = serve(l.addr, func(ln net.Listener) error { return s.Serve(ln, l.in) }); started != nil {
 			break
 		}
 	}
@@ -205,16 +207,19 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 		if started != nil {
 			break
 		}
-		started = serve(l.addr, func(ln net.Listener) error { return s.ServeTLS(ln, tlsConf, l.in) })
+		var at net.Addr
+		if at, started = serve(l.addr, func(ln net.Listener) error { return s.ServeTLS(ln, tlsConf, l.in) }); started == nil && own != nil {
+			printBrowserSetup(stderr, at.String(), own, filepath.Join(*certDir, "chromium"))
+		}
 	}
 	for _, l := range socksL {
 		if started != nil {
 			break
 		}
-		started = serve(l.addr, func(ln net.Listener) error { return s.ServeSOCKS(ln, l.in) })
+		_, started = serve(l.addr, func(ln net.Listener) error { return s.ServeSOCKS(ln, l.in) })
 	}
 	if *metricsAddr != "" && started == nil {
-		started = serve(*metricsAddr, s.ServeMetrics)
+		_, started = serve(*metricsAddr, s.ServeMetrics)
 	}
 	if started == nil {
 		select {

@@ -106,7 +106,8 @@ func TestProxyCommandUsage(t *testing.T) {
 		{"proxy", "extra"},
 		{"proxy", "-pac", "*.example"},
 		{"proxy", "-pac", "a b=127.0.0.1:8081"},
-		{"proxy", "-tls-listen", "127.0.0.1:0"},
+		{"proxy", "-tls-listen", "127.0.0.1:0", "-cert", "c.pem"},
+		{"proxy", "-tls-listen", "127.0.0.1:0", "-cert-dir", ""},
 		{"proxy", "-cert", "c.pem", "-key", "k.pem"},
 	} {
 		var stderr strings.Builder
