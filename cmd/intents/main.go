@@ -7,6 +7,7 @@
 //	intents resolve [-json] NAME
 //	intents get [-json] [-o FILE] [-intents TEXT] [-policy NAME] [-aggregate] [-twostep BYTES] URL
 //	intents proxy [-listen ADDR[=INTENTS]]... [-tls-listen ADDR[=INTENTS]]... [-socks ADDR[=INTENTS]]... [-rules FILE] [-policy NAME] [-v] ...
+//	intents run [-intents TEXT] [-policy NAME] [-rules FILE] [-v] ... -- PROGRAM ARGS...
 //
 // None of it needs privileges. The -json forms print one JSON document on
 // stdout, for scripts.
@@ -39,6 +40,8 @@ const usage = `usage:
                 [-socks ADDR[=INTENTS]]... [-rules FILE] [-policy NAME] [-v]
                 [-metrics ADDR] [-allow CIDR,...] [-auth USER:PASSWORD] [-ports PORT,...|any] [-allow-local]
                 [-tunnel-idle DURATION] [-pac PATTERN=ADDR]...
+  intents run [-intents TEXT] [-policy NAME] [-rules FILE] [-allow-local] [-ports PORT,...|any] [-v] -- PROGRAM ARGS...
+  intents run -proxy http://HOST:PORT -- PROGRAM ARGS...
 `
 
 func main() {
@@ -69,6 +72,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, mf manage
 		err = cmdGet(ctx, args[1:], stdout, stderr, mf)
 	case "proxy":
 		err = cmdProxy(ctx, args[1:], stderr, mf)
+	case "run":
+		err = cmdRun(ctx, args[1:], stdout, stderr, mf)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -77,7 +82,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, mf manage
 	}
 	var ue usageError
 	var he helpError
+	var es exitStatus
 	switch {
+	case errors.As(err, &es):
+		return es.code // the program's own
 	case errors.As(err, &he):
 		// Asked for: the command's options on stdout, success.
 		fmt.Fprintf(stdout, "usage of intents %s:\n", he.fs.Name())

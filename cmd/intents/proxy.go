@@ -6,13 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
-	"net/http"
-	"net/netip"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -78,18 +73,13 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 	keyFile := fs.String("key", "", "the HTTPS listeners' private key, a PEM `FILE`")
 	certDir := fs.String("cert-dir", defaultCertDir(), "keep the proxy's own authority and certificate, made on first use, in `DIR`")
 	fs.Var(&socksL, "socks", "serve SOCKS5 clients on `ADDR[=INTENTS]` (repeatable)")
-	rulesFile := fs.String("rules", "", "intents by destination: a file of `PATTERN INTENTS` lines (see proxy.ParseRules)")
-	pname := fs.String("policy", "eaf", "policy: "+policyNames())
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics, to loopback clients only")
 	allow := fs.String("allow", "", "client networks served, `CIDR,...` (default: loopback only)")
 	auth := fs.String("auth", "", "ask clients for `USER:PASSWORD` (Basic proxy auth, SOCKS5 username/password)")
-	ports := fs.String("ports", "", "ports requests and tunnels may reach, `PORT,...` or any (default 80,443,8080)")
 	tunnelIdle := fs.Duration("tunnel-idle", proxy.DefaultTunnelIdleTimeout, "close a tunnel quiet both ways for `DURATION` (0: never)")
-	allowLocal := fs.Bool("allow-local", false, "let clients reach this host itself: its loopback and interface addresses, localhost")
 	var pac pacFlag
 	fs.Var(&pac, "pac", "in the PAC file served at /proxy.pac, send `PATTERN=ADDR` (a rules pattern) to the listener at ADDR (repeatable)")
-	verbose := fs.Bool("v", false, "log each request's decision and each tunnel")
-	knowledge := knowledgeFlag(fs)
+	sf := addServerFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -99,107 +89,39 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 	if len(httpL) == 0 && len(tlsL) == 0 && len(socksL) == 0 {
 		httpL = listenFlag{{addr: "127.0.0.1:8080"}}
 	}
-	var tlsConf *tls.Config
-	var own *proxy.OwnCertificate
 	if len(tlsL) == 0 && (*certFile != "" || *keyFile != "") {
 		return usageError{"-cert and -key go with -tls-listen"}
 	}
+	var tlsConf *tls.Config
+	var own *proxy.OwnCertificate
 	if len(tlsL) > 0 {
 		var err error
 		if tlsConf, own, err = proxyTLS(*certFile, *keyFile, *certDir, tlsL); err != nil {
 			return err
 		}
 	}
-	mk, ok := policies[*pname]
-	if !ok {
-		return usageError{fmt.Sprintf("unknown policy %q (have %s)", *pname, policyNames())}
+	allowed, err := parseAllow(*allow)
+	if err != nil {
+		return err
 	}
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
+	user, pass, hasAuth := strings.Cut(*auth, ":")
+	if *auth != "" && (!hasAuth || user == "" || pass == "") {
+		return usageError{"-auth wants USER:PASSWORD, both non-empty"}
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	s := &proxy.Server{Logger: logger, PAC: pac}
-	if *rulesFile != "" {
-		f, err := os.Open(*rulesFile)
-		if err != nil {
-			return err
-		}
-		s.Rules, err = proxy.ParseRules(f)
-		f.Close()
-		if err != nil {
-			return err
-		}
+	s, closeServer, err := sf.server(stderr, mf)
+	if err != nil {
+		return err
 	}
-	if *allow != "" {
-		for p := range strings.SplitSeq(*allow, ",") {
-			prefix, err := netip.ParsePrefix(strings.TrimSpace(p))
-			if err != nil {
-				return usageError{"-allow: " + err.Error()}
-			}
-			s.Allow = append(s.Allow, prefix.Masked())
-		}
-	}
-	if *auth != "" {
-		user, pass, ok := strings.Cut(*auth, ":")
-		if !ok || user == "" || pass == "" {
-			return usageError{"-auth wants USER:PASSWORD, both non-empty"}
-		}
-		s.User, s.Password = user, pass
-	}
-	s.AllowLocal = *allowLocal
+	defer closeServer()
+	s.PAC, s.Allow, s.User, s.Password = pac, allowed, user, pass
 	s.TunnelIdleTimeout = *tunnelIdle
 	if *tunnelIdle <= 0 {
 		s.TunnelIdleTimeout = -1 // never
 	}
-	if *ports == "any" {
-		s.AnyPort = true
-	} else if *ports != "" {
-		for p := range strings.SplitSeq(*ports, ",") {
-			n, err := strconv.ParseUint(strings.TrimSpace(p), 10, 16)
-			if err != nil || n == 0 {
-				return usageError{fmt.Sprintf("-ports: bad port %q", p)}
-			}
-			s.Ports = append(s.Ports, uint16(n))
-		}
-	}
-
-	cfg := intents.Config{Policy: mk(), Knowledge: *knowledge}
-	if *verbose {
-		cfg.Logger = logger // each decision, at debug level
-	}
-	m, err := mf(cfg)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	// A browser's limits: over HTTP/2 a browser hands the proxy a whole
-	// page at once, and a connection for each request loses more to
-	// their slow starts' contention than it gains.
-	base := http.DefaultTransport.(*http.Transport).Clone()
-	base.MaxIdleConnsPerHost = intents.DefaultMaxConnsPerHost
-	// One Dialer for requests and tunnels, whose sockets the Server's
-	// Control keeps off this host.
-	s.Dialer = &intents.Dialer{Manager: m, Control: s.Control}
-	s.Transport = &intents.Transport{Manager: m, Base: base, Dialer: s.Dialer,
-		MaxConnsPerHost: intents.DefaultMaxConnsPerHost, MaxConns: intents.DefaultMaxConns}
-	defer s.Transport.CloseIdleConnections()
-
-	var lc net.ListenConfig
-	errs := make(chan error, len(httpL)+len(tlsL)+len(socksL)+1)
-	var wg sync.WaitGroup
-	serve := func(addr string, f func(net.Listener) error) (net.Addr, error) {
-		l, err := lc.Listen(ctx, "tcp", addr)
-		if err != nil {
-			return nil, err
-		}
-		logger.Info("proxy: listening", "addr", l.Addr().String())
-		wg.Go(func() { errs <- f(l) })
-		return l.Addr(), nil
-	}
+	g := newServing(ctx, s)
 	var started error
 	for _, l := range httpL {
-		if _, started = serve(l.addr, func(ln net.Listener) error { return s.Serve(ln, l.in) }); started != nil {
+		if _, started = g.listen(l.addr, func(ln net.Listener) error { return s.Serve(ln, l.in) }); started != nil {
 			break
 		}
 	}
@@ -208,7 +130,7 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 			break
 		}
 		var at net.Addr
-		if at, started = serve(l.addr, func(ln net.Listener) error { return s.ServeTLS(ln, tlsConf, l.in) }); started == nil && own != nil {
+		if at, started = g.listen(l.addr, func(ln net.Listener) error { return s.ServeTLS(ln, tlsConf, l.in) }); started == nil && own != nil {
 			printBrowserSetup(stderr, at.String(), own, filepath.Join(*certDir, "chromium"))
 		}
 	}
@@ -216,21 +138,64 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 		if started != nil {
 			break
 		}
-		_, started = serve(l.addr, func(ln net.Listener) error { return s.ServeSOCKS(ln, l.in) })
+		_, started = g.listen(l.addr, func(ln net.Listener) error { return s.ServeSOCKS(ln, l.in) })
 	}
 	if *metricsAddr != "" && started == nil {
-		_, started = serve(*metricsAddr, s.ServeMetrics)
+		_, started = g.listen(*metricsAddr, s.ServeMetrics)
 	}
 	if started == nil {
+		started = g.wait(ctx.Done())
+	}
+	return g.close(started)
+}
+
+// serving runs a Server's listeners, each in a goroutine of its own.
+type serving struct {
+	ctx  context.Context
+	s    *proxy.Server
+	lc   net.ListenConfig
+	errs chan error
+	wg   sync.WaitGroup
+}
+
+func newServing(ctx context.Context, s *proxy.Server) *serving {
+	return &serving{ctx: ctx, s: s, errs: make(chan error, 16)}
+}
+
+// listen listens on addr, logs the address and serves it with f.
+func (g *serving) listen(addr string, f func(net.Listener) error) (net.Addr, error) {
+	l, err := g.lc.Listen(g.ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	g.s.Logger.Info("proxy: listening", "addr", l.Addr().String())
+	g.wg.Go(func() {
 		select {
-		case <-ctx.Done():
-		case started = <-errs:
+		case g.errs <- f(l):
+		default: // another listener's error ended the Server already
 		}
+	})
+	return l.Addr(), nil
+}
+
+// wait waits until done is closed or a listener fails, and returns the
+// failure.
+func (g *serving) wait(done <-chan struct{}) error {
+	select {
+	case <-done:
+		return nil
+	case err := <-g.errs:
+		return err
 	}
-	s.Close()
-	wg.Wait()
-	if errors.Is(started, proxy.ErrServerClosed) {
-		started = nil
+}
+
+// close closes the Server, waits for its listeners and returns err, the
+// reason it ended (nil for an orderly end).
+func (g *serving) close(err error) error {
+	g.s.Close()
+	g.wg.Wait()
+	if errors.Is(err, proxy.ErrServerClosed) {
+		return nil
 	}
-	return started
+	return err
 }

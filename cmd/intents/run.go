@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sockintents/intents"
+)
+
+// exitStatus is a program's exit status, for `run` to exit with.
+type exitStatus struct{ code int }
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// proxyVars are the environment variables that tell programs their proxy,
+// in both cases: curl reads http_proxy only in lower case, others read
+// upper case.
+var proxyVars = []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"}
+
+// cmdRun runs a program with the proxy environment variables set: to a
+// proxy of its own, which serves only it, or to the one -proxy names. It
+// ends with the program, and with its exit status.
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, mf managerFunc) error {
+	fs := newFlags("run")
+	via := fs.String("proxy", "", "use the proxy at `URL` (http://HOST:PORT) instead of one of its own")
+	text := fs.String("intents", "", "the intents of all the program sends, as `TEXT` (with a proxy of its own)")
+	sf := addServerFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return usageError{"run needs a program to run"}
+	}
+	in, err := intents.ParseIntents(*text)
+	if err != nil {
+		return usageError{"-intents: " + err.Error()}
+	}
+	if *via != "" {
+		if *text != "" {
+			return usageError{"-intents is for a proxy of its own, not -proxy's"}
+		}
+		u, err := url.Parse(*via)
+		if err != nil || u.Scheme != "http" || u.Host == "" {
+			return usageError{fmt.Sprintf("-proxy %q: want http://HOST:PORT", *via)}
+		}
+		return runProgram(ctx, fs.Args(), proxyEnv(os.Environ(), *via, *via, false), stdout, stderr)
+	}
+	s, closeServer, err := sf.server(stderr, mf)
+	if err != nil {
+		return err
+	}
+	defer closeServer()
+	g := newServing(ctx, s)
+	httpAt, err := g.listen("127.0.0.1:0", func(l net.Listener) error { return s.Serve(l, in) })
+	if err != nil {
+		return g.close(err)
+	}
+	socksAt, err := g.listen("127.0.0.1:0", func(l net.Listener) error { return s.ServeSOCKS(l, in) })
+	if err != nil {
+		return g.close(err)
+	}
+	env := proxyEnv(os.Environ(), "http://"+httpAt.String(), "socks5h://"+socksAt.String(), !s.AllowLocal)
+	return g.close(runProgram(ctx, fs.Args(), env, stdout, stderr))
+}
+
+// proxyEnv is env with the proxy variables set: plain HTTP and HTTPS
+// (CONNECT) to httpURL, anything else to allURL; with local, this host's
+// own addresses bypass the proxy (which would refuse them), added to any
+// NO_PROXY env has.
+func proxyEnv(env []string, httpURL, allURL string, local bool) []string {
+	var noProxy []string
+	env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		k, v, _ := strings.Cut(kv, "=")
+		if strings.EqualFold(k, "NO_PROXY") && v != "" && !slices.Contains(noProxy, v) {
+			noProxy = append(noProxy, v)
+		}
+		return slices.Contains(proxyVars, k)
+	})
+	if local {
+		noProxy = append(noProxy, "localhost,127.0.0.0/8,::1")
+	}
+	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
+		env = append(env, k+"="+httpURL)
+	}
+	env = append(env, "ALL_PROXY="+allURL, "all_proxy="+allURL)
+	if len(noProxy) > 0 {
+		np := strings.Join(noProxy, ",")
+		env = append(env, "NO_PROXY="+np, "no_proxy="+np)
+	}
+	return env
+}
+
+// runProgram runs args with env, its output to stdout and stderr, its
+// input the command's; ctx ending interrupts it (and kills it 5 s later).
+func runProgram(ctx context.Context, args, env []string, stdout, stderr io.Writer) error {
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Env, cmd.Stdin, cmd.Stdout, cmd.Stderr = env, os.Stdin, stdout, stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() >= 0 {
+		return exitStatus{ee.ExitCode()}
+	}
+	return err
+}
