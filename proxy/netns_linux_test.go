@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,6 +93,21 @@ func TestNetnsProxy(t *testing.T) {
 		}
 		assert.Equal(t, "HTTP/1.1", seen["tls1-p2"][0].proto, "HTTP/1.1 in the tunnel")
 		assert.Equal(t, "HTTP/2.0", seen["tls2-p2"][0].proto, "HTTP/2 in the tunnel")
+	})
+	// Programs that know nothing of a proxy, their connections redirected
+	// to the transparent listener: placed on the path its intents require.
+	t.Run("transparent", func(t *testing.T) {
+		if _, err := exec.LookPath("nft"); err != nil {
+			t.Skip("needs nft (apt-get install nftables; .ci/run installs it)")
+		}
+		testbed.RunTest(t, tb.Client, "TestNetnsProxyChild", "transparent "+dir+" "+host)
+		seen := nginxLog(t, dir)
+		for _, id := range []string{"transparent-http-p2", "transparent-tls-p2"} {
+			require.NotEmpty(t, seen[id], "%s reached nginx", id)
+			for _, l := range seen[id] {
+				assert.Equal(t, pathAddr["p2"], l.client, "%s came from %s", id, l.client)
+			}
+		}
 	})
 	// Path 1 goes down 1 MB into a 4 MB download: over plain HTTP the
 	// Transport asks for the rest on path 2 and the client gets every
@@ -252,6 +268,43 @@ func TestNetnsProxyChild(t *testing.T) {
 		require.Error(t, err, "a TCP tunnel does not survive its path")
 		t.Logf("the tunnel's client saw %q after %v (its path went down 1 MB in)", strings.TrimSpace(string(out)), time.Since(start).Round(time.Millisecond))
 		assert.NotContains(t, string(out), "timed out", "reset, not left to time out")
+	case "transparent":
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() {
+			done <- s.ServeTransparent(l, intents.Intents{Interfaces: map[string]intents.Level{"p2": intents.LevelRequire}})
+		}()
+		t.Cleanup(func() { assert.ErrorIs(t, <-done, ErrServerClosed) })
+		// In this namespace only, the connections that programs run as
+		// nobody (curl, here) make to the server are redirected to the
+		// listener; the proxy's own, as root, go out as they are.
+		_, port, _ := net.SplitHostPort(l.Addr().String())
+		nft := func(args ...string) {
+			out, err := exec.Command("nft", args...).CombinedOutput()
+			require.NoError(t, err, "nft %v: %s", args, out)
+		}
+		nft("add", "table", "ip", "intents_test")
+		t.Cleanup(func() { exec.Command("nft", "delete", "table", "ip", "intents_test").Run() })
+		nft("add", "chain", "ip", "intents_test", "out", "{ type nat hook output priority -100; }")
+		nft("add", "rule", "ip", "intents_test", "out", "meta", "skuid", "65534", "ip", "daddr", host, "tcp", "dport", "{ 80, 443 }", "redirect", "to", ":"+port)
+		asNobody := func(args ...string) {
+			cmd := exec.Command("curl", append([]string{"-sS", "--fail", "--max-time", "60", "-o", "/dev/null", "--noproxy", "*"}, args...)...)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "curl %v: %s", args, out)
+		}
+		pem, err := os.ReadFile(ca)
+		require.NoError(t, err)
+		public, err := os.CreateTemp("", "ca*.pem") // curl as nobody reads it
+		require.NoError(t, err)
+		defer os.Remove(public.Name())
+		_, err = public.Write(pem)
+		require.NoError(t, err)
+		require.NoError(t, public.Close())
+		require.NoError(t, os.Chmod(public.Name(), 0o644))
+		asNobody(obj + "transparent-http-p2")
+		asNobody("--cacert", public.Name(), "https://"+host+"/obj?id=transparent-tls-p2")
 	case "mptcp-tunnel":
 		require.NoError(t, m.MPTCPError(), "the Manager's MPTCP endpoints")
 		plain := listen("prefer=p1,multipath=handover", false, false)

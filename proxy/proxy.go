@@ -73,7 +73,8 @@ type Server struct {
 	// PACPath; the rest go to the listener the file came from.
 	PAC []PACRoute
 	// Allow are the client networks served; others get 403 (SOCKS5: its
-	// "not allowed" reply). Nil: loopback only.
+	// "not allowed" reply). Nil: this host's own programs only (from a
+	// loopback address or one of the host's own).
 	Allow []netip.Prefix
 	// MetricsAllow are the client networks ServeMetrics serves. Nil:
 	// loopback only, whatever Allow says.
@@ -613,7 +614,9 @@ func (s *Server) allowed(remote string) bool {
 		return false
 	}
 	if s.Allow == nil {
-		return a.IsLoopback()
+		// The host's own programs: over loopback, or from one of its
+		// addresses (which the kernel takes from no other host).
+		return a.IsLoopback() || hostAddrs.has(a)
 	}
 	return slices.ContainsFunc(s.Allow, func(p netip.Prefix) bool { return p.Contains(a) })
 }

@@ -46,8 +46,15 @@ const (
 // every tunnel opened through it. It returns when l fails or Close is
 // called (ErrServerClosed).
 func (s *Server) ServeSOCKS(l net.Listener, in intents.Intents) error {
+	return s.serveConns(l, pacSOCKS, func(c net.Conn) { s.serveSOCKS(c, in) })
+}
+
+// serveConns serves each connection accepted on l, a listener of kind
+// (its PAC keyword, "" for none), with serve in a goroutine of its own,
+// under the listener's client limits, until l fails or Close is called.
+func (s *Server) serveConns(l net.Listener, kind string, serve func(net.Conn)) error {
 	s.init()
-	if !s.addListener(l, nil, pacSOCKS) {
+	if !s.addListener(l, nil, kind) {
 		return ErrServerClosed
 	}
 	l = s.newLimitListener(l)
@@ -66,7 +73,7 @@ func (s *Server) ServeSOCKS(l net.Listener, in intents.Intents) error {
 			// Out of descriptors, say: the limit listener waits before it
 			// accepts again.
 			if s.Logger != nil {
-				s.Logger.Info("proxy: SOCKS5 accept failed", "err", err)
+				s.Logger.Info("proxy: accept failed", "addr", l.Addr().String(), "err", err)
 			}
 			continue
 		}
@@ -77,7 +84,7 @@ func (s *Server) ServeSOCKS(l net.Listener, in intents.Intents) error {
 			return ErrServerClosed
 		}
 		s.conns[c] = true
-		s.wg.Add(1)
+		s.wg.Add(1) // with the check, so that Close waits for it
 		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
@@ -85,7 +92,7 @@ func (s *Server) ServeSOCKS(l net.Listener, in intents.Intents) error {
 				s.untrack(c)
 				c.Close()
 			}()
-			s.serveSOCKS(c, in)
+			serve(c)
 		}()
 	}
 }

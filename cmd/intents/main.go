@@ -37,7 +37,7 @@ const usage = `usage:
   intents resolve [-json] NAME
   intents get [-json] [-o FILE] [-intents TEXT] [-policy NAME] [-aggregate] [-twostep BYTES] URL
   intents proxy [-listen ADDR[=INTENTS]]... [-tls-listen ADDR[=INTENTS]]... [-cert FILE -key FILE]
-                [-socks ADDR[=INTENTS]]... [-rules FILE] [-policy NAME] [-v]
+                [-socks ADDR[=INTENTS]]... [-transparent ADDR[=INTENTS]]... [-rules FILE] [-policy NAME] [-v]
                 [-metrics ADDR] [-allow CIDR,...] [-auth USER:PASSWORD] [-ports PORT,...|any] [-allow-local]
                 [-tunnel-idle DURATION] [-pac PATTERN=ADDR]...
   intents run [-intents TEXT] [-policy NAME] [-rules FILE] [-allow-local] [-ports PORT,...|any] [-v] -- PROGRAM ARGS...

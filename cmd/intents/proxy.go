@@ -66,13 +66,14 @@ func (f *pacFlag) Set(v string) error {
 // every -tls-listen, SOCKS5 on every -socks, the metrics on -metrics.
 func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFunc) error {
 	fs := newFlags("proxy")
-	var httpL, tlsL, socksL listenFlag
+	var httpL, tlsL, socksL, transparentL listenFlag
 	fs.Var(&httpL, "listen", "serve HTTP proxy clients on `ADDR[=INTENTS]`, the intents given to all they send (repeatable; default 127.0.0.1:8080)")
 	fs.Var(&tlsL, "tls-listen", "serve HTTPS proxy clients (HTTP/2 or HTTP/1.1) on `ADDR[=INTENTS]` (repeatable); prints how to start a browser through it")
 	certFile := fs.String("cert", "", "the HTTPS listeners' certificate chain, a PEM `FILE` (default: the proxy's own, see -cert-dir)")
 	keyFile := fs.String("key", "", "the HTTPS listeners' private key, a PEM `FILE`")
 	certDir := fs.String("cert-dir", defaultCertDir(), "keep the proxy's own authority and certificate, made on first use, in `DIR`")
 	fs.Var(&socksL, "socks", "serve SOCKS5 clients on `ADDR[=INTENTS]` (repeatable)")
+	fs.Var(&transparentL, "transparent", "serve connections a packet filter redirected to `ADDR[=INTENTS]`, each to its original destination (Linux; repeatable)")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics, to loopback clients only")
 	allow := fs.String("allow", "", "client networks served, `CIDR,...` (default: loopback only)")
 	auth := fs.String("auth", "", "ask clients for `USER:PASSWORD` (Basic proxy auth, SOCKS5 username/password)")
@@ -86,7 +87,7 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 	if fs.NArg() != 0 {
 		return usageError{"proxy takes no arguments"}
 	}
-	if len(httpL) == 0 && len(tlsL) == 0 && len(socksL) == 0 {
+	if len(httpL) == 0 && len(tlsL) == 0 && len(socksL) == 0 && len(transparentL) == 0 {
 		httpL = listenFlag{{addr: "127.0.0.1:8080"}}
 	}
 	if len(tlsL) == 0 && (*certFile != "" || *keyFile != "") {
@@ -139,6 +140,12 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 			break
 		}
 		_, started = g.listen(l.addr, func(ln net.Listener) error { return s.ServeSOCKS(ln, l.in) })
+	}
+	for _, l := range transparentL {
+		if started != nil {
+			break
+		}
+		_, started = g.listen(l.addr, func(ln net.Listener) error { return s.ServeTransparent(ln, l.in) })
 	}
 	if *metricsAddr != "" && started == nil {
 		_, started = g.listen(*metricsAddr, s.ServeMetrics)
