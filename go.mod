@@ -18,6 +18,7 @@ require (
 
 require (
 	github.com/google/go-cmp v0.7.0 // indirect
+	github.com/google/nftables v0.3.0 // indirect
 	github.com/mdlayher/socket v0.6.0 // indirect
 	github.com/quic-go/qpack v0.6.0 // indirect
 	github.com/valyala/fastrand v1.1.0 // indirect

@@ -25,6 +25,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -45,7 +46,9 @@ const usage = `usage:
 `
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// Terminated, a command ends as when interrupted: `run -transparent`
+	// removes its rules, `proxy` closes its connections.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, intents.NewManager))
 }

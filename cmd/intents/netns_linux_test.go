@@ -6,7 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,16 +29,35 @@ func TestNetnsCLI(t *testing.T) {
 	tb := testbed.New(t, testbed.Spec{
 		Paths: []testbed.PathSpec{testbed.Symmetric(20*time.Millisecond, 10e6), testbed.Symmetric(60*time.Millisecond, 5e6)},
 	})
-	_, err := tb.StartWeb(testbed.WebOptions{})
+	web, err := tb.StartWeb(testbed.WebOptions{})
 	require.NoError(t, err)
 	testbed.RunTest(t, tb.Client, "TestNetnsCLIChild", "cli")
+
+	// A program that ignores proxy settings, run with -transparent: its
+	// connections go through the proxy, on the path its intents require.
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl (apt-get install curl; .ci/run installs it)")
+	}
+	testbed.RunTest(t, tb.Client, "TestNetnsCLIChild", "transparent")
+	var seen []string
+	for _, r := range web.Requests() {
+		if strings.Contains(r.URI, "id=transparent") {
+			seen = append(seen, r.Remote.Addr().String()+" "+r.Via)
+		}
+	}
+	assert.Equal(t, []string{tb.Paths[1].ClientAddr.String() + " "}, seen,
+		"one request, from path 2's address, through no HTTP proxy (a tunnel)")
 }
 
 func TestNetnsCLIChild(t *testing.T) {
-	testbed.ChildArg(t, "TestNetnsCLI")
+	kase := testbed.ChildArg(t, "TestNetnsCLI")
 	mf := func(cfg intents.Config) (*intents.Manager, error) {
 		cfg.Paths, cfg.NoWatch = []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}}, true
 		return intents.NewManager(cfg)
+	}
+	if kase == "transparent" {
+		runTransparent(t, mf)
+		return
 	}
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"paths", "-json", "-probe", "10.71.100.1:80"}, &stdout, &stderr, mf)
@@ -60,4 +84,92 @@ func TestNetnsCLIChild(t *testing.T) {
 	assert.Equal(t, testbed.ObjectSum(size), sha256.Sum256(body), "the object, byte for byte")
 	assert.Greater(t, sum.Paths["p1"].Bytes, int64(0))
 	assert.Greater(t, sum.Paths["p2"].Bytes, int64(0), "both paths carried ranges")
+}
+
+// intentsTables lists the nftables tables of `run -transparent`.
+func intentsTables(t *testing.T) string {
+	out, err := exec.Command("nft", "list", "tables").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var tables []string
+	for line := range strings.Lines(string(out)) {
+		if strings.Contains(line, "intents_run_") {
+			tables = append(tables, strings.TrimSpace(line))
+		}
+	}
+	return strings.Join(tables, "; ")
+}
+
+// runTransparent runs curl, told to ignore proxy settings, under `intents
+// run -transparent` with intents that require path 2; then checks that
+// the rules and the cgroup are gone, and that a killed intents leaves no
+// rules either.
+func runTransparent(t *testing.T, mf managerFunc) {
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("needs nft (apt-get install nftables; .ci/run installs it)")
+	}
+	root, err := cgroup2Root()
+	if err != nil {
+		// ip netns exec gave this process a /sys of its own, without the
+		// cgroup2 hierarchy: mount it, in this mount namespace alone.
+		root = t.TempDir()
+		require.NoError(t, syscall.Mount("none", root, "cgroup2", 0, ""))
+		t.Cleanup(func() { syscall.Unmount(root, 0) })
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"run", "-transparent", "-knowledge", "", "-intents", "require=p2", "--",
+		"curl", "-sS", "--fail", "--noproxy", "*", "-o", "/dev/null", "http://10.71.100.1/obj/100000?id=transparent"}, &stdout, &stderr, mf)
+	require.Equal(t, 0, code, stderr.String())
+	assert.Empty(t, intentsTables(t), "the rules are gone with the program")
+	assert.NoDirExists(t, filepath.Join(root, cgroupPrefix+strconv.Itoa(os.Getpid())), "the cgroup is gone")
+
+	// The same, as a process of its own, terminated while its program
+	// runs: it removes its rules; killed: it leaves them, for the next run
+	// to remove.
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		helper := exec.Command(os.Args[0], "-test.run=^TestNetnsRunHelper$")
+		helper.Env = append(os.Environ(), "INTENTS_RUN_HELPER="+root)
+		require.NoError(t, helper.Start())
+		require.Eventually(t, func() bool { return intentsTables(t) != "" }, 20*time.Second, 10*time.Millisecond, "the helper's rules")
+		require.NoError(t, helper.Process.Signal(sig))
+		helper.Wait()
+		cgroup := filepath.Join(root, cgroupPrefix+strconv.Itoa(helper.Process.Pid))
+		if sig == syscall.SIGTERM {
+			assert.Empty(t, intentsTables(t), "terminated, intents leaves no rules")
+			assert.NoDirExists(t, cgroup, "nor its cgroup")
+			continue
+		}
+		assert.NotEmpty(t, intentsTables(t), "killed, intents leaves its rules")
+		// Its program (sleep) lives on in the cgroup: end it; the next run
+		// removes the rules and the cgroup left.
+		procs, err := os.ReadFile(filepath.Join(cgroup, "cgroup.procs"))
+		require.NoError(t, err)
+		for p := range strings.FieldsSeq(string(procs)) {
+			pid, _ := strconv.Atoi(p)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		require.Eventually(t, func() bool {
+			procs, _ := os.ReadFile(filepath.Join(cgroup, "cgroup.procs"))
+			return len(procs) == 0
+		}, 10*time.Second, 10*time.Millisecond, "the program left behind ends")
+		code := run(context.Background(), []string{"run", "-transparent", "-knowledge", "", "--", "true"}, &stdout, &stderr, mf)
+		require.Equal(t, 0, code, stderr.String())
+		assert.Empty(t, intentsTables(t), "the next run removed the rules left")
+		assert.NoDirExists(t, cgroup, "and the cgroup")
+	}
+}
+
+// TestNetnsRunHelper is `intents run -transparent -- sleep 60`, for
+// runTransparent to end, with the cgroup2 hierarchy runTransparent
+// mounted.
+func TestNetnsRunHelper(t *testing.T) {
+	if os.Getenv("INTENTS_RUN_HELPER") == "" {
+		t.Skip("child half of TestNetnsCLI: runs only as its helper process")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	mf := func(cfg intents.Config) (*intents.Manager, error) {
+		cfg.Paths, cfg.NoWatch = []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}}, true
+		return intents.NewManager(cfg)
+	}
+	run(ctx, []string{"run", "-transparent", "-knowledge", "", "--", "sleep", "60"}, os.Stdout, os.Stderr, mf)
 }

@@ -80,7 +80,7 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 	tunnelIdle := fs.Duration("tunnel-idle", proxy.DefaultTunnelIdleTimeout, "close a tunnel quiet both ways for `DURATION` (0: never)")
 	var pac pacFlag
 	fs.Var(&pac, "pac", "in the PAC file served at /proxy.pac, send `PATTERN=ADDR` (a rules pattern) to the listener at ADDR (repeatable)")
-	sf := addServerFlags(fs)
+	sf := addServerFlags(fs, true)
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sockintents/intents"
+	"github.com/sockintents/intents/proxy"
 )
 
 // exitStatus is a program's exit status, for `run` to exit with.
@@ -27,13 +29,16 @@ func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.code
 var proxyVars = []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"}
 
 // cmdRun runs a program with the proxy environment variables set: to a
-// proxy of its own, which serves only it, or to the one -proxy names. It
-// ends with the program, and with its exit status.
+// proxy of its own, which serves only it, or to the one -proxy names.
+// With -transparent (Linux, root) the program's TCP connections go to
+// the proxy whatever it does with those variables. It ends with the
+// program, and with its exit status.
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, mf managerFunc) error {
 	fs := newFlags("run")
 	via := fs.String("proxy", "", "use the proxy at `URL` (http://HOST:PORT) instead of one of its own")
 	text := fs.String("intents", "", "the intents of all the program sends, as `TEXT` (with a proxy of its own)")
-	sf := addServerFlags(fs)
+	transparent := fs.Bool("transparent", false, "redirect all the program's TCP connections to its proxy, for programs that ignore proxy settings (Linux, root: cgroups, nftables)")
+	sf := addServerFlags(fs, false)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -45,20 +50,22 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, mf man
 		return usageError{"-intents: " + err.Error()}
 	}
 	if *via != "" {
-		if *text != "" {
-			return usageError{"-intents is for a proxy of its own, not -proxy's"}
+		if *text != "" || *transparent {
+			return usageError{"-intents and -transparent are for a proxy of its own, not -proxy's"}
 		}
 		u, err := url.Parse(*via)
 		if err != nil || u.Scheme != "http" || u.Host == "" {
 			return usageError{fmt.Sprintf("-proxy %q: want http://HOST:PORT", *via)}
 		}
-		return runProgram(ctx, fs.Args(), proxyEnv(os.Environ(), *via, *via, false), stdout, stderr)
+		return runProgram(ctx, fs.Args(), proxyEnv(os.Environ(), *via, *via, false), nil, stdout, stderr)
 	}
 	s, closeServer, err := sf.server(stderr, mf)
 	if err != nil {
 		return err
 	}
 	defer closeServer()
+	// It serves this program alone, which could reach the same without it.
+	s.AllowLocal, s.AnyPort = true, true
 	g := newServing(ctx, s)
 	httpAt, err := g.listen("127.0.0.1:0", func(l net.Listener) error { return s.Serve(l, in) })
 	if err != nil {
@@ -68,8 +75,32 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, mf man
 	if err != nil {
 		return g.close(err)
 	}
-	env := proxyEnv(os.Environ(), "http://"+httpAt.String(), "socks5h://"+socksAt.String(), !s.AllowLocal)
-	return g.close(runProgram(ctx, fs.Args(), env, stdout, stderr))
+	env := proxyEnv(os.Environ(), "http://"+httpAt.String(), "socks5h://"+socksAt.String(), true)
+	var r *redirection
+	if *transparent {
+		if r, err = redirectTo(g, s, in); err != nil {
+			return g.close(err)
+		}
+		defer r.close()
+	}
+	return g.close(runProgram(ctx, fs.Args(), env, r, stdout, stderr))
+}
+
+// redirectTo serves transparent listeners on loopback (IPv4, and IPv6
+// where the host has it) and redirects a cgroup's connections to them.
+func redirectTo(g *serving, s *proxy.Server, in intents.Intents) (*redirection, error) {
+	var at [2]netip.AddrPort
+	for i, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
+		a, err := g.listen(addr, func(l net.Listener) error { return s.ServeTransparent(l, in) })
+		if err != nil {
+			if i == 0 {
+				return nil, err
+			}
+			continue // no IPv6 loopback: IPv6 goes direct
+		}
+		at[i], _ = netip.ParseAddrPort(a.String())
+	}
+	return redirect(at[0], at[1])
 }
 
 // proxyEnv is env with the proxy variables set: plain HTTP and HTTPS
@@ -99,11 +130,15 @@ func proxyEnv(env []string, httpURL, allURL string, local bool) []string {
 	return env
 }
 
-// runProgram runs args with env, its output to stdout and stderr, its
-// input the command's; ctx ending interrupts it (and kills it 5 s later).
-func runProgram(ctx context.Context, args, env []string, stdout, stderr io.Writer) error {
+// runProgram runs args with env (in r's cgroup, if set), its output to
+// stdout and stderr, its input the command's; ctx ending interrupts it
+// (and kills it 5 s later).
+func runProgram(ctx context.Context, args, env []string, r *redirection, stdout, stderr io.Writer) error {
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Env, cmd.Stdin, cmd.Stdout, cmd.Stderr = env, os.Stdin, stdout, stderr
+	if r != nil {
+		r.prepare(cmd)
+	}
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()

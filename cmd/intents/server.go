@@ -22,15 +22,23 @@ type serverFlags struct {
 	allowLocal, verbose             *bool
 }
 
-func addServerFlags(fs *flag.FlagSet) *serverFlags {
-	return &serverFlags{
+// addServerFlags registers the flags on fs; with reach, those that bound
+// what clients may reach too (a proxy that serves one program has no
+// need of them: the program could reach the same without it).
+func addServerFlags(fs *flag.FlagSet, reach bool) *serverFlags {
+	f := &serverFlags{
 		rules:      fs.String("rules", "", "intents by destination: a file of `PATTERN INTENTS` lines (see proxy.ParseRules)"),
 		policy:     fs.String("policy", "eaf", "policy: "+policyNames()),
-		ports:      fs.String("ports", "", "ports requests and tunnels may reach, `PORT,...` or any (default 80,443,8080)"),
-		allowLocal: fs.Bool("allow-local", false, "let clients reach this host itself: its loopback and interface addresses, localhost"),
 		verbose:    fs.Bool("v", false, "log each request's decision and each tunnel"),
 		knowledge:  knowledgeFlag(fs),
+		ports:      new(string),
+		allowLocal: new(bool),
 	}
+	if reach {
+		f.ports = fs.String("ports", "", "ports requests and tunnels may reach, `PORT,...` or any (default 80,443,8080)")
+		f.allowLocal = fs.Bool("allow-local", false, "let clients reach this host itself: its loopback and interface addresses, localhost")
+	}
+	return f
 }
 
 // server makes the Server the flags describe, with its Manager (from
