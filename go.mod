@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/VictoriaMetrics/metrics v1.45.0
+	github.com/google/nftables v0.3.0
 	github.com/mdlayher/genetlink v1.4.0
 	github.com/mdlayher/netlink v1.9.0
 	github.com/miekg/dns v1.1.73
@@ -18,7 +19,6 @@ require (
 
 require (
 	github.com/google/go-cmp v0.7.0 // indirect
-	github.com/google/nftables v0.3.0 // indirect
 	github.com/mdlayher/socket v0.6.0 // indirect
 	github.com/quic-go/qpack v0.6.0 // indirect
 	github.com/valyala/fastrand v1.1.0 // indirect
