@@ -149,13 +149,17 @@ func (b browser) load(ctx context.Context, url string) (browserResult, error) {
 
 // loadTimes resolves, once the page's load event has run, to its load
 // time, how many subresources it fetched, how many of them ended after
-// the load event, and the bytes of every body.
+// the load event, and the bytes of every body. The times are the
+// navigation entry's and the resources', on one clock: the legacy
+// performance.timing counts whole milliseconds from another origin, and
+// an object that ended a fraction of a millisecond before the load event
+// could read as after it.
 const loadTimes = `new Promise(function(resolve) {
 	(function check() {
-		var t = performance.timing;
-		if (!(t.loadEventEnd > 0)) { setTimeout(check, 5); return; }
-		var end = t.loadEventEnd - t.navigationStart, late = 0;
-		var bytes = performance.getEntriesByType("navigation")[0].encodedBodySize;
+		var nav = performance.getEntriesByType("navigation")[0];
+		if (!nav || !(nav.loadEventEnd > 0)) { setTimeout(check, 5); return; }
+		var end = nav.loadEventEnd - nav.startTime, late = 0;
+		var bytes = nav.encodedBodySize;
 		var rs = performance.getEntriesByType("resource");
 		rs.forEach(function(r) { if (r.responseEnd > end) late++; bytes += r.encodedBodySize; });
 		resolve({PLT: end, Resources: rs.length, Late: late, Bytes: bytes});
