@@ -168,3 +168,43 @@ func ExampleLoadOwnCertificate() {
 	// made: true names: [localhost] [127.0.0.1]
 	// made: false names: [localhost] [127.0.0.1]
 }
+
+// Control on the Dialer of the Server and of its Transport refuses, at
+// connect, what the destination policy refuses by name: a name that
+// resolves to the proxy's own host.
+func ExampleServer_Control() {
+	m, err := intents.NewManager(intents.Config{Policy: &policy.EAF{}, NoWatch: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	s := &proxy.Server{}
+	d := &intents.Dialer{Manager: m, Control: s.Control}
+	s.Dialer, s.Transport = d, &intents.Transport{Manager: m, Dialer: d}
+	defer s.Close()
+
+	fmt.Println(s.Control("tcp", "127.0.0.1:25", nil))
+	fmt.Println(s.Control("tcp", "192.0.2.1:443", nil))
+	// Output:
+	// the destination is on the proxy's own host
+	// <nil>
+}
+
+// A transparent listener for connections a packet filter redirects to
+// it, such as, for the programs of user app:
+//
+//	nft add rule ip intents out meta skuid app ip daddr != 127.0.0.0/8 tcp dport '{ 80, 443 }' redirect to :8089
+func ExampleServer_ServeTransparent() {
+	m, err := intents.NewManager(intents.Config{Policy: &policy.EAF{}, NoWatch: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	d := &intents.Dialer{Manager: m}
+	s := &proxy.Server{Dialer: d, Transport: &intents.Transport{Manager: m, Dialer: d}}
+	l, err := net.Listen("tcp", "127.0.0.1:8089")
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Fatal(s.ServeTransparent(l, intents.Intents{Category: intents.CategoryBulk}))
+}
