@@ -7,9 +7,11 @@
 // Intents request header, merged in that order: a later source may refine
 // an earlier one and add prohibitions, never lift one. Serve takes plain
 // HTTP clients; ServeTLS is an HTTPS proxy, to which a browser speaks
-// HTTP/2 and so hands every request of a page at once.
+// HTTP/2 and so hands every request of a page at once; ServeSOCKS takes
+// SOCKS5 clients; ServeTransparent takes the connections a packet filter
+// redirected from programs that know no proxy.
 //
-// A Server is safe by default: it serves clients on loopback only,
+// A Server is safe by default: it serves this host's own programs only,
 // forwards and tunnels to ports 80, 443 and 8080 only and never to its
 // own host, and bounds what each client may hold: places on a listener
 // (idle and request-less clients make room for new ones), tunnels (a
