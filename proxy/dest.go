@@ -8,7 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -78,29 +78,30 @@ func isLocalAddr(a netip.Addr) bool {
 
 // hostAddrs are the addresses of this host's interfaces, read again when
 // a second has passed: interfaces come and go, and reading them on every
-// request costs a netlink dump.
+// request costs a netlink dump. No lock is held over the dump: callers
+// that find it stale at once may each read it.
 var hostAddrs localAddrs
 
-type localAddrs struct {
-	mu    sync.Mutex
-	read  time.Time
+type localAddrs struct{ last atomic.Pointer[addrsRead] }
+
+type addrsRead struct {
+	at    time.Time
 	addrs []netip.Addr
 }
 
 func (l *localAddrs) has(a netip.Addr) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if time.Since(l.read) > time.Second {
-		l.addrs = l.addrs[:0]
+	r := l.last.Load()
+	if r == nil || time.Since(r.at) > time.Second {
+		r = &addrsRead{at: time.Now()}
 		ifas, _ := net.InterfaceAddrs()
 		for _, ifa := range ifas {
 			if p, err := netip.ParsePrefix(ifa.String()); err == nil {
-				l.addrs = append(l.addrs, p.Addr().Unmap())
+				r.addrs = append(r.addrs, p.Addr().Unmap())
 			}
 		}
-		l.read = time.Now()
+		l.last.Store(r)
 	}
-	return slices.Contains(l.addrs, a)
+	return slices.Contains(r.addrs, a)
 }
 
 // Control refuses a socket's connection to the proxy's own host (unless

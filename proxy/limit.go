@@ -377,17 +377,25 @@ func releasePlace(c net.Conn) {
 }
 
 func unwrapLimitConn(c net.Conn) *limitConn {
+	lc, _ := under[*limitConn](c)
+	return lc
+}
+
+// under is the first connection of type T in c's wrappers (each giving
+// the one below by NetConn, as *tls.Conn does), c itself included.
+func under[T net.Conn](c net.Conn) (T, bool) {
 	for c != nil {
-		if lc, ok := c.(*limitConn); ok {
-			return lc
+		if t, ok := c.(T); ok {
+			return t, true
 		}
 		nc, ok := c.(interface{ NetConn() net.Conn })
 		if !ok {
-			return nil
+			break
 		}
 		c = nc.NetConn()
 	}
-	return nil
+	var zero T
+	return zero, false
 }
 
 // limitConn holds its listener's place until it is closed or released.

@@ -118,6 +118,7 @@ type Server struct {
 	// for this long. Zero: DefaultTunnelIdleTimeout; negative: never.
 	TunnelIdleTimeout time.Duration
 	// DialTimeout bounds opening a tunnel (504 beyond). Zero: the default.
+	DialTimeout time.Duration
 	// ResponseHeaderTimeout bounds the wait for a forwarded request's
 	// response headers, from when the request was sent whole (504
 	// beyond). Zero: DefaultResponseHeaderTimeout.
@@ -126,7 +127,6 @@ type Server struct {
 	// forwarded request's body (408 beyond). Zero:
 	// DefaultRequestBodyTimeout.
 	RequestBodyTimeout time.Duration
-	DialTimeout        time.Duration
 	// Logger, if set, gets a line for each refusal and failure, and at
 	// debug level each tunnel and request with its path.
 	Logger *slog.Logger
@@ -230,7 +230,9 @@ func (s *Server) serve(l net.Listener, config *tls.Config, in intents.Intents) e
 		},
 		ErrorLog: slogErrorLog(s.Logger),
 	}
+	kind := pacProxy
 	if config != nil {
+		kind = pacHTTPS
 		// An HTTP/2 client quiet for the header timeout is pinged, and
 		// closed if the ping goes unanswered as long: one that stopped
 		// halfway through a header block cannot answer (RFC 9113 §6.10),
@@ -245,14 +247,10 @@ func (s *Server) serve(l net.Listener, config *tls.Config, in intents.Intents) e
 			config.NextProtos = append([]string{"h2"}, config.NextProtos...)
 		}
 	}
-	kind := pacProxy
-	if config != nil {
-		kind = pacHTTPS
-	}
 	if !s.addListener(l, hs, kind) {
 		return ErrServerClosed
 	}
-	limited := s.newLimitListener(l)
+	limited := s.newLimitListener(l, orDefault(s.MaxClients, DefaultMaxClients), s.allowed)
 	hs.ConnState = limited.connState
 	var err error
 	if config != nil {
@@ -267,9 +265,9 @@ func (s *Server) serve(l net.Listener, config *tls.Config, in intents.Intents) e
 }
 
 // newLimitListener wraps l, one of the server's listeners, in the limits
-// of its clients.
-func (s *Server) newLimitListener(l net.Listener) *limitListener {
-	ll := newLimitListener(l, orDefault(s.MaxClients, DefaultMaxClients), s.allowed)
+// of its clients: max at once, those allowed admits.
+func (s *Server) newLimitListener(l net.Listener, max int, allowed func(remote string) bool) *limitListener {
+	ll := newLimitListener(l, max, allowed)
 	s.mu.Lock()
 	s.limits = append(s.limits, ll)
 	s.mu.Unlock()
@@ -425,16 +423,8 @@ func resetOnAbort(ctx context.Context) {
 	}
 	if v == http.ErrAbortHandler {
 		c, _ := ctx.Value(clientConnKey{}).(net.Conn)
-		for c != nil {
-			if tc, ok := c.(*net.TCPConn); ok {
-				tc.SetLinger(0)
-				break
-			}
-			nc, ok := c.(interface{ NetConn() net.Conn })
-			if !ok {
-				break
-			}
-			c = nc.NetConn()
+		if tc, ok := under[*net.TCPConn](c); ok {
+			tc.SetLinger(0)
 		}
 	}
 	panic(v)
@@ -620,7 +610,11 @@ func (s *Server) allowed(remote string) bool {
 		// addresses (which the kernel takes from no other host).
 		return a.IsLoopback() || hostAddrs.has(a)
 	}
-	return slices.ContainsFunc(s.Allow, func(p netip.Prefix) bool { return p.Contains(a) })
+	return inPrefixes(s.Allow, a)
+}
+
+func inPrefixes(ps []netip.Prefix, a netip.Addr) bool {
+	return slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Contains(a) })
 }
 
 // authorized checks a Proxy-Authorization header, in constant time.

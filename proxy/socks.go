@@ -57,7 +57,7 @@ func (s *Server) serveConns(l net.Listener, kind string, serve func(net.Conn)) e
 	if !s.addListener(l, nil, kind) {
 		return ErrServerClosed
 	}
-	l = s.newLimitListener(l)
+	l = s.newLimitListener(l, orDefault(s.MaxClients, DefaultMaxClients), s.allowed)
 	for {
 		c, err := l.Accept()
 		if err != nil {

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -114,7 +113,7 @@ func (s *Server) ServeMetrics(l net.Listener) error {
 		if s.MetricsAllow == nil {
 			return a.IsLoopback()
 		}
-		return slices.ContainsFunc(s.MetricsAllow, func(p netip.Prefix) bool { return p.Contains(a) })
+		return inPrefixes(s.MetricsAllow, a)
 	}
 	metrics := s.MetricsHandler()
 	mux := http.NewServeMux()
@@ -137,11 +136,8 @@ func (s *Server) ServeMetrics(l net.Listener) error {
 	if !s.addListener(l, hs, "") {
 		return ErrServerClosed
 	}
-	ll := newLimitListener(l, metricsMaxClients, allowed)
+	ll := s.newLimitListener(l, metricsMaxClients, allowed)
 	ll.parkMax = metricsMaxClients
-	s.mu.Lock()
-	s.limits = append(s.limits, ll)
-	s.mu.Unlock()
 	hs.ConnState = ll.connState
 	err := hs.Serve(ll)
 	if errors.Is(err, http.ErrServerClosed) {
