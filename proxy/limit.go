@@ -175,7 +175,7 @@ func (l *limitListener) admit(c net.Conn) (full bool) {
 
 // holdLocked gives c a place and queues it for Accept.
 func (l *limitListener) holdLocked(c net.Conn) {
-	lc := &limitConn{Conn: c, l: l, since: time.Now(), addr: clientOf(c.RemoteAddr().String())}
+	lc := &limitConn{Conn: c, l: l, since: time.Now(), addr: shareOf(c.RemoteAddr().String())}
 	l.held[lc] = struct{}{}
 	l.byAddr[lc.addr]++
 	l.ready = append(l.ready, lc)
@@ -196,7 +196,7 @@ func (l *limitListener) dropLocked(c *limitConn) {
 func (l *limitListener) nextParkedLocked() int {
 	next, fewest := 0, -1
 	for i, c := range l.parked {
-		if n := l.byAddr[clientOf(c.RemoteAddr().String())]; fewest < 0 || n < fewest {
+		if n := l.byAddr[shareOf(c.RemoteAddr().String())]; fewest < 0 || n < fewest {
 			next, fewest = i, n
 			if n == 0 {
 				break

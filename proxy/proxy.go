@@ -396,7 +396,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, status, err.Error())
 		return
 	}
-	ctx := context.WithValue(intents.WithIntents(r.Context(), in), clientKey{}, clientOf(r.RemoteAddr))
+	ctx := context.WithValue(intents.WithIntents(r.Context(), in), clientKey{}, shareOf(r.RemoteAddr))
 	ctx, stop := s.withResponseHeaderTimeout(ctx)
 	defer stop()
 	if r.ProtoMajor == 1 {

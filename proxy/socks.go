@@ -121,7 +121,7 @@ func (s *Server) serveSOCKS(c net.Conn, in intents.Intents) {
 		s.socksLog(ctx, c, req, err)
 		return
 	}
-	client := clientOf(c.RemoteAddr().String())
+	client := shareOf(c.RemoteAddr().String())
 	if err := s.takeTunnel(client); err != nil {
 		socksReply(c, socksFailure, nil)
 		s.socksLog(ctx, c, req, err)

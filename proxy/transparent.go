@@ -73,7 +73,7 @@ func (s *Server) serveTransparent(c net.Conn, in intents.Intents) {
 		s.transparentLog(ctx, c, dst, name, ErrLocalDestination)
 		return
 	}
-	client := clientOf(c.RemoteAddr().String())
+	client := shareOf(c.RemoteAddr().String())
 	if err := s.takeTunnel(client); err != nil {
 		s.transparentLog(ctx, c, dst, name, err)
 		return

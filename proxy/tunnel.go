@@ -31,7 +31,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, in intents.Inte
 		s.refuse(w, r, http.StatusInternalServerError, "the connection cannot be taken over for a tunnel")
 		return
 	}
-	client := clientOf(r.RemoteAddr)
+	client := shareOf(r.RemoteAddr)
 	if err := s.takeTunnel(client); err != nil {
 		s.refuse(w, r, http.StatusServiceUnavailable, err.Error())
 		return
@@ -410,4 +410,17 @@ func clientOf(remote string) netip.Addr {
 		return netip.Addr{}
 	}
 	return ap.Addr().Unmap()
+}
+
+// shareOf is the key of the shares a client at remote ("addr:port")
+// holds of the proxy's limits (its tunnels, its upstream pool, its turn
+// for a place): its address, or for IPv6 its /64, which one host commonly
+// holds whole and could else spend an address at a time.
+func shareOf(remote string) netip.Addr {
+	a := clientOf(remote)
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.Addr()
+	}
+	return a
 }

@@ -134,3 +134,22 @@ func TestTunnelIdleTimeout(t *testing.T) {
 	default:
 	}
 }
+
+// A client's share of the tunnels is its address's, or for IPv6 its
+// /64's: one host holding a /64 cannot take more by changing addresses.
+func TestTunnelShareIsPerSlash64(t *testing.T) {
+	s := &Server{MaxTunnels: 8, MaxTunnelsPerClient: 1}
+	s.init()
+	first := shareOf("[2001:db8::1]:1000")
+	require.NoError(t, s.takeTunnel(first))
+	defer s.endTunnel(first)
+	assert.ErrorIs(t, s.takeTunnel(shareOf("[2001:db8::ffff:2]:1000")), errTooManyClientTunnels, "the same /64")
+	other := shareOf("[2001:db8:0:1::1]:1000")
+	require.NoError(t, s.takeTunnel(other), "another /64")
+	defer s.endTunnel(other)
+	v4 := shareOf("192.0.2.1:1000")
+	require.NoError(t, s.takeTunnel(v4))
+	defer s.endTunnel(v4)
+	assert.NoError(t, s.takeTunnel(shareOf("192.0.2.2:1000")), "IPv4: each address its own")
+	s.endTunnel(shareOf("192.0.2.2:1000"))
+}
