@@ -1,11 +1,16 @@
 package proxy
 
 import (
+	"bytes"
+	"strconv"
+	"strings"
 	"testing"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The watch finds both fields in one head whatever their case and
@@ -42,4 +47,33 @@ func FuzzSchemeConn(f *testing.F) {
 		assert.LessOrEqual(t, len(c.pending), maxPending)
 		assert.LessOrEqual(t, c.block, maxHeaderBlock)
 	})
+}
+
+// A client that opens stream after stream the server never runs (each
+// with a long path) leaves a bounded memory of their fields behind.
+func TestSchemeConnPendingIsBounded(t *testing.T) {
+	c := newSchemeConn(nil)
+	c.follow([]byte(http2.ClientPreface))
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	long := "/" + strings.Repeat("a", 4<<10)
+	for i := range 2000 {
+		block.Reset()
+		for _, f := range []hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"},
+			{Name: ":authority", Value: "example.com"}, {Name: ":path", Value: long + strconv.Itoa(i)}} {
+			enc.WriteField(f)
+		}
+		var frame bytes.Buffer
+		fr := http2.NewFramer(&frame, nil)
+		require.NoError(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: block.Bytes(), EndHeaders: true}))
+		c.follow(frame.Bytes())
+	}
+	require.False(t, c.broken)
+	require.NotEmpty(t, c.pending, "followed")
+	assert.LessOrEqual(t, c.held, 128<<10)
+	held := 0
+	for _, p := range c.pending {
+		held += p.size()
+	}
+	assert.Equal(t, held, c.held, "the count matches the fields kept")
 }

@@ -37,6 +37,7 @@ type schemeConn struct {
 
 	mu      sync.Mutex
 	pending []h2Request // decoded, not yet looked up; oldest first
+	held    int         // the bytes of pending's fields
 }
 
 // h2Request is what a request's pseudo-header fields say.
@@ -46,9 +47,11 @@ const (
 	// maxHeaderBlock bounds a header block followed; the server refuses
 	// far smaller ones (MaxHeaderBytes).
 	maxHeaderBlock = 1 << 20
-	// maxPending bounds the requests kept for lookup on one connection
-	// (the server runs at most a few hundred streams at once).
-	maxPending = 1024
+	// maxPending and maxPendingBytes bound the requests kept for lookup
+	// on one connection (the server runs at most a few hundred streams at
+	// once, and never runs those it refuses, whose fields would else stay).
+	maxPending      = 1024
+	maxPendingBytes = 128 << 10
 )
 
 func newSchemeConn(c *tls.Conn) *schemeConn {
@@ -149,13 +152,21 @@ func (c *schemeConn) endFrame() {
 	if c.fields.method == "" || c.fields.method == http.MethodConnect {
 		return // trailers, or a tunnel
 	}
+	size := c.fields.size()
+	if size > DefaultMaxHeaderBytes {
+		return // more than the server takes: never looked up
+	}
 	c.mu.Lock()
-	if len(c.pending) >= maxPending {
+	for len(c.pending) > 0 && (len(c.pending) >= maxPending || c.held+size > maxPendingBytes) {
+		c.held -= c.pending[0].size()
 		c.pending = c.pending[1:]
 	}
 	c.pending = append(c.pending, c.fields)
+	c.held += size
 	c.mu.Unlock()
 }
+
+func (r h2Request) size() int { return len(r.method) + len(r.scheme) + len(r.authority) + len(r.path) }
 
 func (c *schemeConn) emit(f hpack.HeaderField) {
 	switch f.Name {
@@ -188,6 +199,7 @@ func (c *schemeConn) scheme(r *http.Request) string {
 		}
 	}
 	if found >= 0 {
+		c.held -= c.pending[found].size()
 		c.pending = append(c.pending[:found], c.pending[found+1:]...)
 	}
 	return scheme
