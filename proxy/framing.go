@@ -19,7 +19,7 @@ import (
 // after its next response; harmless, and rare.
 type framingConn struct {
 	net.Conn
-	line         []byte // the current line's start, lower case, up to maxField bytes
+	line         []byte // the current line's start, up to maxField bytes
 	n            int    // the current line's length
 	sawTE, sawCL bool   // in the current block of lines
 	both         atomic.Bool
@@ -35,40 +35,51 @@ var (
 
 func (c *framingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	for _, b := range p[:n] {
-		c.scan(b)
-	}
+	c.watch(p[:n])
 	return n, err
 }
 
-func (c *framingConn) scan(b byte) {
-	switch b {
-	case '\r':
-		return
-	case '\n':
-		if c.n == 0 { // a blank line ends a head
-			c.sawTE, c.sawCL = false, false
+// watch reads b, the next bytes the client sent, a line at a time:
+// bytes.IndexByte finds the line ends, and only a line's start is kept
+// and looked at, so that an upload costs little more than the search.
+func (c *framingConn) watch(b []byte) {
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		part := b
+		if i >= 0 {
+			part = b[:i]
+		}
+		if room := maxField - len(c.line); room > 0 {
+			c.line = append(c.line, part[:min(room, len(part))]...)
+		}
+		c.n += len(part)
+		if i < 0 {
 			return
 		}
-		switch {
-		case bytes.HasPrefix(c.line, teField):
-			c.sawTE = true
-		case bytes.HasPrefix(c.line, clField):
-			c.sawCL = true
-		}
-		if c.sawTE && c.sawCL {
-			c.both.Store(true)
-		}
-		c.line, c.n = c.line[:0], 0
-		return
+		c.endLine()
+		b = b[i+1:]
 	}
-	c.n++
-	if len(c.line) < maxField {
-		if 'A' <= b && b <= 'Z' {
-			b += 'a' - 'A'
-		}
-		c.line = append(c.line, b)
+}
+
+// endLine ends the current line: a blank one ends a head, one that
+// starts with either field's name marks it.
+func (c *framingConn) endLine() {
+	switch {
+	case c.n == 0 || c.n == 1 && c.line[0] == '\r':
+		c.sawTE, c.sawCL = false, false
+	case hasFieldPrefix(c.line, teField):
+		c.sawTE = true
+	case hasFieldPrefix(c.line, clField):
+		c.sawCL = true
 	}
+	if c.sawTE && c.sawCL {
+		c.both.Store(true)
+	}
+	c.line, c.n = c.line[:0], 0
+}
+
+func hasFieldPrefix(line, field []byte) bool {
+	return len(line) >= len(field) && bytes.EqualFold(line[:len(field)], field)
 }
 
 // NetConn is the connection under the watch.

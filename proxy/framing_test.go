@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/rand"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,10 +25,13 @@ func TestFramingWatch(t *testing.T) {
 		"POST / HTTP/1.1\r\nX-Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n":                           false,
 	} {
 		whole := &framingConn{}
+		whole.watch([]byte(text))
+		bytewise := &framingConn{}
 		for i := range len(text) {
-			whole.scan(text[i])
+			bytewise.watch([]byte{text[i]})
 		}
 		assert.Equal(t, want, whole.both.Load(), "%q", text)
+		assert.Equal(t, want, bytewise.both.Load(), "%q, a byte at a time", text)
 	}
 }
 
@@ -76,4 +80,18 @@ func TestSchemeConnPendingIsBounded(t *testing.T) {
 		held += p.size()
 	}
 	assert.Equal(t, held, c.held, "the count matches the fields kept")
+}
+
+// BenchmarkFramingWatch is the watch's cost per byte a client sends: a
+// 1 MB upload of random bytes, read as the server reads it.
+func BenchmarkFramingWatch(b *testing.B) {
+	body := make([]byte, 1<<20)
+	rand.Read(body)
+	b.SetBytes(int64(len(body)))
+	c := &framingConn{line: make([]byte, 0, maxField)}
+	for b.Loop() {
+		for p := body; len(p) > 0; p = p[min(len(p), 32<<10):] {
+			c.watch(p[:min(len(p), 32<<10)])
+		}
+	}
 }
