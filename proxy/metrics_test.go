@@ -62,6 +62,7 @@ func TestMetricsListenerLimits(t *testing.T) {
 		return held == metricsMaxClients && parked == metricsMaxClients
 	}, 10*time.Second, time.Millisecond, "the metrics listener fills its places and its queue")
 	held := openFiles(t) - fds - silent
+	t.Logf("%d silent clients: the proxy holds %d descriptors for them", silent, held)
 	assert.LessOrEqual(t, held, 2*metricsMaxClients+8, "descriptors the listener holds for %d silent clients", silent)
 	c, err := net.Dial("tcp", p.addr)
 	require.NoError(t, err)

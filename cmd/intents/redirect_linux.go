@@ -83,27 +83,32 @@ func redirect(v4, v6 netip.AddrPort) (_ *redirection, err error) {
 // rule: a TCP connection from a socket of cgroup (its ID, level 1) to
 // anywhere but loopback goes to to's port on loopback.
 func addRedirect(c *nftables.Conn, name string, cgroup uint64, to netip.AddrPort) {
-	family, daddr, loopback, mask := nftables.TableFamilyIPv4, uint32(16), netip.MustParseAddr("127.0.0.0").AsSlice(), []byte{255, 0, 0, 0}
+	family := nftables.TableFamilyIPv4
+	// The destination: not in 127.0.0.0/8 (its first byte), not ::1.
+	notLoopback := []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 1},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{127}},
+	}
 	if to.Addr().Is6() {
-		family, daddr, loopback, mask = nftables.TableFamilyIPv6, 24, netip.IPv6Loopback().AsSlice(), make([]byte, 16)
-		for i := range mask {
-			mask[i] = 255
+		family = nftables.TableFamilyIPv6
+		notLoopback = []expr.Any{
+			&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: netip.IPv6Loopback().AsSlice()},
 		}
 	}
 	t := c.AddTable(&nftables.Table{Name: name, Family: family})
 	ch := c.AddChain(&nftables.Chain{Name: "out", Table: t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest})
-	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: []expr.Any{
+	exprs := []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_TCP}},
 		&expr.Socket{Key: expr.SocketKeyCgroupv2, Level: 1, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint64(cgroup)},
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: daddr, Len: uint32(len(mask))},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: uint32(len(mask)), Mask: mask, Xor: make([]byte, len(mask))},
-		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: loopback},
+	}
+	exprs = append(append(exprs, notLoopback...),
 		&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(to.Port())},
-		&expr.Redir{RegisterProtoMin: 1},
-	}})
+		&expr.Redir{RegisterProtoMin: 1})
+	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: exprs})
 }
 
 // prepare has cmd start in the cgroup.
