@@ -186,18 +186,40 @@ func TestRequestIntents(t *testing.T) {
 	assert.Error(t, err)
 }
 
-// A rule's prohibition holds whatever the request's header says: nothing
-// leaves on the prohibited path (here the only one: no path, 502).
+// A rule's prohibition holds whatever the request's header says, for
+// forwarded requests and for tunnels, CONNECT and SOCKS5: nothing leaves
+// on the prohibited path (here the only one: no path, 502, or SOCKS5's
+// refusal).
 func TestRuleProhibitionHolds(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer upstream.Close()
-	p := newTestProxy(t, intents.Intents{}, func(s *Server) {
-		s.Rules = []Rule{{Host: "*", Intents: intents.Intents{Interfaces: map[string]intents.Level{"lo": intents.LevelProhibit}}}}
-	})
 	host := strings.TrimPrefix(upstream.URL, "http://")
+	p := newTestProxy(t, intents.Intents{}, func(s *Server) {
+		s.Rules = []Rule{{Prefix: netip.MustParsePrefix("127.0.0.0/8"), Intents: intents.Intents{Interfaces: map[string]intents.Level{"lo": intents.LevelProhibit}}}}
+	})
 	resp, body := p.raw(t, "GET "+upstream.URL+"/ HTTP/1.1\r\nHost: "+host+"\r\nIntents: require=lo\r\n\r\n")
 	assert.Equal(t, http.StatusBadGateway, resp.StatusCode, body)
 	assert.Contains(t, body, "no permitted path")
+
+	resp, body = p.raw(t, "CONNECT "+host+" HTTP/1.1\r\nHost: "+host+"\r\n\r\n")
+	assert.Equal(t, http.StatusBadGateway, resp.StatusCode, body)
+	assert.Contains(t, body, "no permitted path")
+
+	d, err := xproxy.SOCKS5("tcp", p.socks, nil, xproxy.Direct)
+	require.NoError(t, err)
+	c, err := d.Dial("tcp", host)
+	if err == nil {
+		c.Close()
+	}
+	assert.Error(t, err, "SOCKS5 tunnel")
+
+	// Without the rule each of them is served.
+	open := newTestProxy(t, intents.Intents{}, nil)
+	d, err = xproxy.SOCKS5("tcp", open.socks, nil, xproxy.Direct)
+	require.NoError(t, err)
+	c, err = d.Dial("tcp", host)
+	require.NoError(t, err)
+	c.Close()
 }
 
 // Each refusal is a clear status with a one-line reason.

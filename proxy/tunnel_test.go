@@ -49,6 +49,10 @@ func connectFrom(t *testing.T, from netip.Addr, addr, target string) (net.Conn, 
 // address holds at most its share of them.
 func TestTunnelsRefusedWhenFull(t *testing.T) {
 	target := echoServer(t, nil)
+	// The last ones come from another address, whose share is untouched:
+	// the proxy's own limit refuses them.
+	second := netip.MustParseAddr("127.0.0.2")
+	fromSecond := dialerFrom(t, second)
 	p := newTestProxy(t, intents.Intents{}, func(s *Server) {
 		s.MaxClients, s.MaxTunnels, s.MaxTunnelsPerClient = 1, 2, 2
 	})
@@ -60,17 +64,15 @@ func TestTunnelsRefusedWhenFull(t *testing.T) {
 		_, err = io.ReadFull(c, make([]byte, 4))
 		require.NoError(t, err, "the tunnel works")
 	}
-	_, status, body := connectFrom(t, netip.Addr{}, p.addr, target)
+	_, status, body := connectFrom(t, second, p.addr, target)
 	assert.Equal(t, http.StatusServiceUnavailable, status)
 	assert.Contains(t, body, "too many tunnels")
-	d, err := xproxy.SOCKS5("tcp", p.socks, nil, xproxy.Direct)
+	d, err := xproxy.SOCKS5("tcp", p.socks, nil, fromSecond)
 	require.NoError(t, err)
 	_, err = d.Dial("tcp", target)
 	assert.ErrorContains(t, err, "general SOCKS server failure", "SOCKS5 tells its client")
 
 	// One client address's share.
-	second := netip.MustParseAddr("127.0.0.2")
-	dialerFrom(t, second)
 	q := newTestProxy(t, intents.Intents{}, func(s *Server) { s.MaxTunnels, s.MaxTunnelsPerClient = 4, 1 })
 	_, status, body = connectFrom(t, netip.Addr{}, q.addr, target)
 	require.Equal(t, http.StatusOK, status, body)
