@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	xproxy "golang.org/x/net/proxy"
 
 	"github.com/sockintents/intents"
 	"github.com/sockintents/intents/internal/testbed"
@@ -160,4 +161,42 @@ func TestProxyCommandTLS(t *testing.T) {
 	assert.Equal(t, "intents proxy: the destination is on the proxy's own host\n", string(body))
 	cancel()
 	assert.Equal(t, 0, <-code)
+}
+
+// -auth USER:PASSWORD asks every client for them: HTTP clients without
+// get 407, SOCKS5 clients without are refused, and with them both are
+// served.
+func TestProxyCommandAuth(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		assert.Empty(t, r.Header.Get("Proxy-Authorization"), "the credentials stay with the proxy")
+		io.WriteString(w, "ok")
+	}))
+	defer upstream.Close()
+	addrs := startProxyCommand(t, 2, "-listen", "127.0.0.1:0", "-socks", "127.0.0.1:0", "-auth", "ann:s3cret", "-allow-local", "-ports", "any").addrs
+
+	get := func(proxyURL *url.URL) int {
+		tr := &http.Transport{Proxy: http.ProxyURL(proxyURL)}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr}).Get(upstream.URL)
+		require.NoError(t, err)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	assert.Equal(t, http.StatusProxyAuthRequired, get(&url.URL{Scheme: "http", Host: addrs[0]}))
+	assert.Equal(t, http.StatusProxyAuthRequired, get(&url.URL{Scheme: "http", Host: addrs[0], User: url.UserPassword("ann", "wrong")}))
+	assert.Equal(t, http.StatusOK, get(&url.URL{Scheme: "http", Host: addrs[0], User: url.UserPassword("ann", "s3cret")}))
+
+	socks := func(auth *xproxy.Auth) error {
+		d, err := xproxy.SOCKS5("tcp", addrs[1], auth, xproxy.Direct)
+		require.NoError(t, err)
+		c, err := d.Dial("tcp", upstream.Listener.Addr().String())
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	assert.Error(t, socks(nil), "SOCKS5 without credentials")
+	assert.Error(t, socks(&xproxy.Auth{User: "ann", Password: "wrong"}))
+	assert.NoError(t, socks(&xproxy.Auth{User: "ann", Password: "s3cret"}))
 }
