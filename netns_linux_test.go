@@ -223,7 +223,21 @@ func TestNetnsTwoPaths(t *testing.T) {
 		tp.run(t, "endpoints")
 		assert.Equal(t, []string{"10.71.2.1 -> " + webAddr2}, tp.echo.since(n))
 	})
+	t.Run("a path's DNS queries leave through that path", func(t *testing.T) {
+		// A name server on a server host, reachable over both paths; the
+		// client's routes take path 1 to it unless a socket is bound.
+		shared, err := tp.tb.StartDNSAt(netip.MustParseAddr(sharedDNS))
+		require.NoError(t, err)
+		tp.run(t, "dns-through-path")
+		from := shared.QueriesFrom()
+		assert.Positive(t, from[tp.tb.Paths[1].ClientAddr], "queries from path 2's address")
+		assert.Len(t, from, 1, "and from no other: %v", from)
+	})
 }
+
+// sharedDNS is the name server of the "dns-through-path" scenario, on
+// server host 2.
+const sharedDNS = "10.71.100.2"
 
 // TestNetnsTwoPathsChild is the client half of TestNetnsTwoPaths; it runs only in
 // the child process that test starts inside the client namespace.
@@ -448,6 +462,19 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 		assert.ErrorIs(t, err, intents.ErrNoPath, "p1 prohibited, p2 down")
 		_, err = d.DialContext(noP1, "udp", webAddr1+":"+echoPort)
 		assert.ErrorIs(t, err, intents.ErrNoPath)
+
+	case "dns-through-path":
+		m, err := intents.NewManager(intents.Config{
+			Paths:   []intents.PathConfig{{Interface: "p1", DNS: []string{"10.71.1.2"}}, {Interface: "p2", DNS: []string{sharedDNS}}},
+			NoWatch: true,
+		})
+		require.NoError(t, err)
+		defer m.Close()
+		p2 := m.Path("p2")
+		require.NotNil(t, p2)
+		addrs, err := m.Resolver().LookupPath(ctx, p2, "ip4", "www.test")
+		require.NoError(t, err)
+		assert.Equal(t, []netip.Addr{netip.MustParseAddr(webAddr1)}, addrs, "the shared server's answer")
 
 	case "endpoints":
 		r := explicit(t, false).Resolver()

@@ -19,7 +19,7 @@ import (
 // DNSServer answers on one path's server address (UDP and TCP port 53)
 // from its own zone, so a test can tell which path a name was resolved on.
 type DNSServer struct {
-	Path    *Path
+	Path    *Path // nil for StartDNSAt's
 	Addr    netip.AddrPort
 	queries atomic.Int64
 	// Over TLS (StartDNSOverTLS) and HTTPS (StartDNSOverHTTPS): queries
@@ -120,33 +120,50 @@ func (s *DNSServer) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
 func (tb *Testbed) StartDNS() ([]*DNSServer, error) {
 	var servers []*DNSServer
 	for i, p := range tb.Paths {
-		s := &DNSServer{Path: p, Addr: netip.AddrPortFrom(p.ServerAddr, 53), zone: map[string][]netip.Addr{}, from: map[netip.Addr]int64{}}
-		s.Set("whoami.test", p.ServerAddr)
-		for k, h := range tb.Hosts {
-			s.Set("host"+strconv.Itoa(k+1)+".test", h)
-		}
-		s.Set("www.test", tb.Hosts[i%len(tb.Hosts)])
-		var pc net.PacketConn
-		var l net.Listener
-		err := tb.Server.Do(func() error {
-			var err error
-			if pc, err = net.ListenPacket("udp", s.Addr.String()); err != nil {
-				return err
-			}
-			l, err = net.Listen("tcp", s.Addr.String())
-			return err
-		})
+		s, err := tb.startDNS(p, p.ServerAddr, tb.Hosts[i%len(tb.Hosts)])
 		if err != nil {
-			if pc != nil {
-				pc.Close()
-			}
 			return nil, err
 		}
-		tb.serveDNS(&dns.Server{PacketConn: pc, Handler: s})
-		tb.serveDNS(&dns.Server{Listener: l, Handler: s})
 		servers = append(servers, s)
 	}
 	return servers, nil
+}
+
+// StartDNSAt starts a DNS server on addr, port 53, in the server
+// namespace; on a server host's address it is reachable over every path,
+// so that only the client decides which path its queries take. Its zone
+// is as StartDNS's, "www.test" resolving to host 1 and "whoami.test" to
+// addr.
+func (tb *Testbed) StartDNSAt(addr netip.Addr) (*DNSServer, error) {
+	return tb.startDNS(nil, addr, tb.Hosts[0])
+}
+
+func (tb *Testbed) startDNS(p *Path, addr, www netip.Addr) (*DNSServer, error) {
+	s := &DNSServer{Path: p, Addr: netip.AddrPortFrom(addr, 53), zone: map[string][]netip.Addr{}, from: map[netip.Addr]int64{}}
+	s.Set("whoami.test", addr)
+	for k, h := range tb.Hosts {
+		s.Set("host"+strconv.Itoa(k+1)+".test", h)
+	}
+	s.Set("www.test", www)
+	var pc net.PacketConn
+	var l net.Listener
+	err := tb.Server.Do(func() error {
+		var err error
+		if pc, err = net.ListenPacket("udp", s.Addr.String()); err != nil {
+			return err
+		}
+		l, err = net.Listen("tcp", s.Addr.String())
+		return err
+	})
+	if err != nil {
+		if pc != nil {
+			pc.Close()
+		}
+		return nil, err
+	}
+	tb.serveDNS(&dns.Server{PacketConn: pc, Handler: s})
+	tb.serveDNS(&dns.Server{Listener: l, Handler: s})
+	return s, nil
 }
 
 // StartDNSOverTLS serves the servers' zones over TLS too (RFC 7858: TCP
