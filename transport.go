@@ -757,6 +757,8 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	total := b.n.Add(int64(n))
 	b.e.bytesIn.Add(int64(n))
 	if n > 0 {
+		// Counted as they arrive: a progress display reads them.
+		b.t.counters(b.e.path).bytesReceived.Add(int64(n))
 		var onPath int64
 		if !b.e.mptcp { // its bytes came over several paths
 			onPath = b.e.path.delivered(int64(n))
@@ -924,7 +926,5 @@ func (b *countingBody) finish() {
 	if from := b.sampleStart.Load(); from != 0 {
 		b.tellPath(n, now.Sub(time.Unix(0, from)))
 	}
-	pc := b.t.counters(b.e.path)
-	pc.bytesReceived.Add(n)
-	pc.receiveNanos.Add(int64(d))
+	b.t.counters(b.e.path).receiveNanos.Add(int64(d))
 }

@@ -70,6 +70,31 @@ func TestTransportReusesHTTP1(t *testing.T) {
 	assert.Equal(t, 1, st.Idle)
 }
 
+// A body's bytes count in Stats as they are read, not once it closes:
+// what a progress display shows.
+func TestTransportStatsCountBytesAsRead(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "2000")
+		w.Write(make([]byte, 1000))
+		http.NewResponseController(w).Flush()
+		<-release
+		w.Write(make([]byte, 1000))
+	}))
+	defer srv.Close()
+	defer close(release)
+	tr := &Transport{}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	_, err = io.ReadFull(resp.Body, make([]byte, 1000))
+	require.NoError(t, err)
+	assert.EqualValues(t, 1000, tr.Stats()[""].BytesReceived, "the first half, its rest not sent yet")
+}
+
 func TestTransportHTTP2Multiplexes(t *testing.T) {
 	var inFlight, maxInFlight atomic.Int32
 	gate := make(chan struct{})
