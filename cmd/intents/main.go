@@ -428,18 +428,19 @@ func cmdGet(ctx context.Context, args []string, stdout, stderr io.Writer, mf man
 	defer resp.Body.Close()
 	bar := newProgress(stderr, resp.ContentLength)
 	n, err := copyWithProgress(dst, resp.Body, func(total int64) {
-		if !bar.due() {
+		now := time.Now()
+		if !bar.due(now) {
 			return // the Transport's statistics take its pool's lock: not per write
 		}
 		// This Transport carries this download alone: its bytes per path
-		// are the download's (ranges fetched ahead of the reader too).
+		// are the download's.
 		per := map[string]int64{}
 		for name, s := range tr.Stats() {
 			if s.BytesReceived > 0 {
 				per[name] = s.BytesReceived
 			}
 		}
-		bar.draw(total, per)
+		bar.draw(now, total, per)
 	})
 	bar.done()
 	if err != nil {
