@@ -179,6 +179,7 @@ func (s *Server) init() {
 			Transport:      upstream,
 			ErrorHandler:   s.forwardError,
 			ErrorLog:       slogErrorLog(s.Logger),
+			BufferPool:     relayBufferPool{},
 		}
 		s.done = make(chan struct{})
 		s.listeners = map[net.Listener]string{}

@@ -98,7 +98,7 @@ func (s *Server) dialTunnel(ctx context.Context, host string, port uint16, in in
 // directions end (each end's close is passed on as a half close), then
 // closes both, counts the bytes on the tunnel's path and teaches the
 // host's size. buffered holds what the client sent after its request,
-// read already. Between two TCP connections io.Copy splices on Linux.
+// read already.
 func (s *Server) relay(ctx context.Context, client net.Conn, buffered *bufio.Reader, up net.Conn, host string) {
 	if !s.track(client) {
 		up.Close()
@@ -119,8 +119,8 @@ func (s *Server) relay(ctx context.Context, client net.Conn, buffered *bufio.Rea
 	raw, rawClient := rawConn(up), rawConn(client)
 	defer s.endOnPathDown(client, path, raw)()
 	// Quiet both ways for the idle timeout, the tunnel is closed. The
-	// kernel tells how long where it can, so that the copies still
-	// splice; else each read is stamped.
+	// kernel tells how long where it can, so that the copies read the
+	// sockets themselves (see relayCopy); else each read is stamped.
 	var fromClient, fromUp io.Reader = rawClient, raw
 	quiet, ok := kernelQuiet(rawClient)
 	if !ok {
@@ -146,11 +146,11 @@ func (s *Server) relay(ctx context.Context, client net.Conn, buffered *bufio.Rea
 	}
 	upDone := make(chan int64, 1)
 	go func() {
-		n, _ := io.Copy(raw, fromClient)
+		n, _ := relayCopy(raw, fromClient)
 		closeWrite(raw)
 		upDone <- n
 	}()
-	received, _ := io.Copy(rawClient, fromUp)
+	received, _ := relayCopy(rawClient, fromUp)
 	closeWrite(rawClient)
 	// The server is done; a client that keeps its side open past the
 	// idle timeout is not waited for.
@@ -307,8 +307,8 @@ func (s *Server) resetTunnelsOnDownPaths(m *intents.Manager) {
 }
 
 // rawConn is the socket under an intents.Conn, a limitConn or a
-// framingConn, so that io.Copy between a tunnel's two sockets can
-// splice. Closing stays the wrapper's (it gives back a place, or the
+// framingConn, so that a tunnel's copies read and write the sockets
+// themselves (see relayCopy). Closing stays the wrapper's (it gives back a place, or the
 // Manager's accounting).
 func rawConn(c net.Conn) net.Conn {
 	for {

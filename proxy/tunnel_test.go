@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -154,4 +155,31 @@ func TestTunnelShareIsPerSlash64(t *testing.T) {
 	defer s.endTunnel(v4)
 	assert.NoError(t, s.takeTunnel(shareOf("192.0.2.2:1000")), "IPv4: each address its own")
 	s.endTunnel(shareOf("192.0.2.2:1000"))
+}
+
+// A tunnel's copies hold a buffer only while bytes move: quiet tunnels
+// hold none, however many are open, and what moves arrives byte for byte.
+func TestQuietTunnelsHoldNoBuffer(t *testing.T) {
+	target := echoServer(t, nil)
+	p := newTestProxy(t, intents.Intents{}, nil)
+	want := make([]byte, 4<<20)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	for i := range 20 {
+		c, status, body := connectFrom(t, netip.Addr{}, p.addr, target)
+		require.Equal(t, http.StatusOK, status, body)
+		msg := []byte("ping")
+		if i == 0 {
+			msg = want
+		}
+		go c.Write(msg)
+		got := make([]byte, len(msg))
+		_, err := io.ReadFull(c, got)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(msg, got), "echoed byte for byte")
+	}
+	// The last write's buffer goes back just after the echo is out.
+	assert.Eventually(t, func() bool { return relayBuffersOut.Load() == 0 }, 10*time.Second, time.Millisecond,
+		"buffers lent to 20 quiet tunnels: %d", relayBuffersOut.Load())
 }
