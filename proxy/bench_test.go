@@ -74,14 +74,28 @@ func freeLoopbackAddr(b *testing.B) string {
 	return l.Addr().String()
 }
 
+// loopbackPort is addr's port.
+func loopbackPort(addr string) int {
+	_, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	return p
+}
+
 // startTinyproxy runs tinyproxy (Debian's) on loopback, tunnelling to
 // connectPort, for the benchmarks to set this proxy beside one users run;
 // "" if it is not installed.
 func startTinyproxy(b *testing.B, connectPort int) string {
+	addr, _ := startTinyproxyProcess(b, connectPort)
+	return addr
+}
+
+// startTinyproxyProcess is startTinyproxy that also returns tinyproxy's
+// process, whose CPU time a benchmark reads.
+func startTinyproxyProcess(b *testing.B, connectPort int) (string, *os.Process) {
 	bin, err := exec.LookPath("tinyproxy")
 	if err != nil {
 		b.Log("no tinyproxy (apt-get install tinyproxy): not compared")
-		return ""
+		return "", nil
 	}
 	addr := freeLoopbackAddr(b)
 	_, port, _ := net.SplitHostPort(addr)
@@ -90,14 +104,15 @@ func startTinyproxy(b *testing.B, connectPort int) string {
 	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	testbed.StartDaemon(b, exec.Command(bin, "-d", "-c", conf), func() error {
+	cmd := exec.Command(bin, "-d", "-c", conf)
+	testbed.StartDaemon(b, cmd, func() error {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
 		}
 		return err
 	}, os.Kill)
-	return addr
+	return addr, cmd.Process
 }
 
 // BenchmarkProxyDownload downloads an object (1 GB; INTENTS_BENCH_SIZE
@@ -118,9 +133,8 @@ func BenchmarkProxyDownload(b *testing.B) {
 	secure := httptest.NewTLSServer(sink())
 	defer secure.Close()
 	s, addr := benchProxy(b)
-	_, port, _ := net.SplitHostPort(secure.Listener.Addr().String())
-	p, _ := strconv.Atoi(port)
-	s.AnyPort, s.Ports = false, []uint16{uint16(p)}
+	p := loopbackPort(secure.Listener.Addr().String())
+	s.AnyPort, s.Ports = false, []uint16{uint16(p), uint16(loopbackPort(plain.Listener.Addr().String()))}
 	tlsConf := secure.Client().Transport.(*http.Transport).TLSClientConfig
 	proxyURL := http.ProxyURL(&url.URL{Scheme: "http", Host: addr})
 	type way struct {
@@ -255,7 +269,7 @@ func BenchmarkProxyIdleTunnels(b *testing.B) {
 		}
 	}()
 	s, addr := benchProxy(b)
-	s.MaxTunnels = 2 * tunnels
+	s.MaxTunnels, s.MaxTunnelsPerClient = 2*tunnels, 2*tunnels
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	p, _ := strconv.Atoi(port)
 	s.AnyPort, s.Ports = false, []uint16{uint16(p)}
