@@ -138,6 +138,10 @@ type Candidate struct {
 	// its requests in flight less what has arrived. A busy connection frees
 	// up when they are in.
 	Pending int64
+	// Answered says that the response to its last request has sent its
+	// headers: Pending then counts that body's own length, where before it
+	// is the request's size hint, a guess.
+	Answered bool
 	// Waiting counts the requests already waiting for this connection, and
 	// WaitingBytes their size hints: each takes a round trip of its own
 	// before a new one's turn (HTTP/1.1 carries one request at a time).

@@ -418,6 +418,7 @@ func (s *scheduler) reserve(w *waiter, e *entry, now time.Time) (grant, bool) {
 	}
 	e.idleSince = time.Time{}
 	e.spare = false
+	e.answered.Store(false)
 	s.pool.sampler.setActive(e, true)
 	s.pool.reg.stat(e.path).Reuses++
 	g := grant{e: e, reused: true, wasIdle: wasIdle, size: size}

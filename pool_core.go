@@ -92,6 +92,9 @@ type entry struct {
 
 	bytesIn, bytesOut atomic.Int64
 	pending           atomic.Int64 // bytes expected by requests in flight
+	// answered: the response to the request it was last given has sent
+	// its headers, so pending counts that body's own length.
+	answered atomic.Bool
 }
 
 // entryFate is how an entry's connection ended, read by its requests
@@ -142,7 +145,8 @@ type entryProbe struct {
 
 func (e *entry) candidate(now time.Time) Candidate {
 	return Candidate{ID: e.id, Path: e.path, MPTCP: e.mptcp, Available: e.c.available(), InFlight: e.c.inFlight(),
-		Idle: now.Sub(e.lastUsed), Age: now.Sub(e.created), BytesIn: e.bytesIn.Load(), BytesOut: e.bytesOut.Load(), Pending: max(e.pending.Load(), 0)}
+		Idle: now.Sub(e.lastUsed), Age: now.Sub(e.created), BytesIn: e.bytesIn.Load(), BytesOut: e.bytesOut.Load(), Pending: max(e.pending.Load(), 0),
+		Answered: e.answered.Load()}
 }
 
 // needsPeek reports whether e's liveness is a question for its socket: a

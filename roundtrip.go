@@ -270,6 +270,7 @@ func (r *request) retry(ctx context.Context, e *entry, reused bool, attempt int,
 // fails.
 func (r *request) wrapBody(resp *http.Response, e *entry, expect int64) (*http.Response, error) {
 	t := r.t
+	e.answered.Store(true)
 	if r.object.origin != "" && resp.ContentLength >= 0 && resp.StatusCode == http.StatusOK {
 		learnSize(t.sizes, t.core, r.object, resp.ContentLength)
 	}

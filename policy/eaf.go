@@ -36,7 +36,10 @@ type option struct {
 	at     time.Duration
 	// rank is what options are ordered by: at, weighed by unseenPremium
 	// on a path whose capacity is a guess (see options).
-	rank  time.Duration
+	rank time.Duration
+	// bet: a wait for a busy connection whose response has not told its
+	// size yet, ordered after every other option (see options).
+	bet   bool
 	mptcp *intents.Path // the joining subflow's path, for an MPTCP option
 }
 
@@ -428,14 +431,25 @@ func hasConn(req *intents.Request, p *intents.Path) bool {
 // times faster there than a sort calling a comparison function.
 func sortByRank(opts []option) {
 	if len(opts) > 16 {
-		slices.SortStableFunc(opts, func(a, b option) int { return cmp.Compare(a.rank, b.rank) })
+		slices.SortStableFunc(opts, compareRank)
 		return
 	}
 	for i := 1; i < len(opts); i++ {
-		for j := i; j > 0 && opts[j].rank < opts[j-1].rank; j-- {
+		for j := i; j > 0 && compareRank(opts[j], opts[j-1]) < 0; j-- {
 			opts[j], opts[j-1] = opts[j-1], opts[j]
 		}
 	}
+}
+
+// compareRank orders options by rank, bets after the others.
+func compareRank(a, b option) int {
+	if a.bet != b.bet {
+		if a.bet {
+			return 1
+		}
+		return -1
+	}
+	return cmp.Compare(a.rank, b.rank)
 }
 
 // options lists every way to carry req with its predicted arrival. Without
@@ -469,7 +483,14 @@ func (e *EAF) options(req *intents.Request, models []pathModel, opts []option) [
 		// Without a size hint: its wait and a round trip.
 		pm := model(c.Path)
 		at := e.reuse(pm, c, size)
-		opts = append(opts, ranked(option{choice: intents.Choice{Reuse: c}, at: seconds(at)}, pm))
+		o := ranked(option{choice: intents.Choice{Reuse: c}, at: seconds(at)}, pm)
+		// A busy connection whose response has not sent its headers owes
+		// a size that is only its request's hint: waiting for it may cost
+		// any length of body, a new connection a round trip more than the
+		// best case. Waited for only where nothing else can be had (the
+		// pool's limit: there a new connection is no option).
+		o.bet = c.Available == 0 && c.InFlight > 0 && !c.Answered
+		opts = append(opts, o)
 	}
 	for i, p := range req.Paths {
 		pm := models[i]

@@ -343,13 +343,27 @@ func TestModelCountsTheBacklogOnce(t *testing.T) {
 func TestEAFCountsRequestsWaitingForAConnection(t *testing.T) {
 	p1 := &intents.Path{Name: "p1", Up: true, Prior: intents.Estimate{RTT: 10 * time.Millisecond, Bandwidth: 20e6}}
 	paths := []*intents.Path{p1}
-	cands := []intents.Candidate{{ID: 1, Path: p1, InFlight: 1, Pending: 1000}}
+	cands := []intents.Candidate{{ID: 1, Path: p1, InFlight: 1, Pending: 1000, Answered: true}}
 	ch := eafChoice(t, &EAF{}, 1000, paths, cands)
 	require.NotNil(t, ch.Reuse, "a round trip after a small transfer beats a handshake and a request")
 	cands[0].Waiting = 3
 	ch = eafChoice(t, &EAF{}, 1000, paths, cands)
 	assert.Nil(t, ch.Reuse, "behind three requests: a new connection")
 	assert.True(t, ch.Fresh)
+}
+
+// A busy connection whose response has not told its size owes what is
+// only a guess: a new connection goes first, and the busy one is still a
+// choice, for where no new one can be had.
+func TestEAFDoesNotBetOnAnUnansweredConnection(t *testing.T) {
+	p1 := &intents.Path{Name: "p1", Up: true, Prior: intents.Estimate{RTT: 10 * time.Millisecond, Bandwidth: 20e6}}
+	req := &intents.Request{Intents: intents.Intents{SizeToBeReceived: 1000}, Paths: []*intents.Path{p1},
+		Candidates: []intents.Candidate{{ID: 1, Path: p1, InFlight: 1, Pending: 1000}}}
+	var d intents.Decision
+	(&EAF{}).Decide(req, &d)
+	require.Len(t, d.Choices, 2)
+	assert.True(t, d.Choices[0].Fresh, "a new connection first")
+	assert.NotNil(t, d.Choices[1].Reuse, "then the wait")
 }
 
 // With a page queued behind it, a large object goes to the slower path
