@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sockintents/intents/internal/hostport"
 	"github.com/sockintents/intents/internal/sockopt"
 	"github.com/sockintents/intents/mptcp"
 )
@@ -401,16 +402,9 @@ func networkIsTCP(network string) bool {
 	return network == "tcp" || network == "tcp4" || network == "tcp6"
 }
 
+// splitHostPort splits a dial's address, whose port is required.
 func splitHostPort(ctx context.Context, network, address string) (string, uint16, error) {
-	host, portStr, err := net.SplitHostPort(address)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := net.DefaultResolver.LookupPort(ctx, network, portStr)
-	if err != nil {
-		return "", 0, err
-	}
-	return host, uint16(port), nil
+	return hostport.Split(ctx, network, address, 0)
 }
 
 // withDeadline applies Timeout and Deadline as net.Dialer does.

@@ -45,7 +45,7 @@ func ExampleDialer() {
 	line, _ := io.ReadAll(conn)
 	path, binding := intents.PathOf(conn)
 	fmt.Printf("%s path=%v binding=%s\n", line[:5], path, binding)
-	// Output: hello path=<nil> binding=none
+	// Output: hello path=system binding=none
 }
 
 // With a Manager and a policy, each dial goes out on the path the intents
@@ -173,11 +173,11 @@ func ExampleResolver_LookupEndpoints() {
 		log.Fatal(err)
 	}
 	for _, ep := range eps {
-		fmt.Println(ep.Remote, ep.Path) // a nil Path: the OS routes (loopback needs no path choice)
+		fmt.Println(ep.Remote, ep.Path) // a nil Path, "system": the OS routes (loopback needs no path choice)
 		d := ep.Dialer(&net.Dialer{Timeout: time.Second})
 		_ = d // d.DialContext(ctx, "tcp", ep.Remote.String()) connects as the endpoint says
 	}
-	// Output: 127.0.0.1:80 <nil>
+	// Output: 127.0.0.1:80 system
 }
 
 // Manager.Paths shows the path table, e.g. for a status page.

@@ -133,10 +133,12 @@ func (p *Path) Addr(remote netip.Addr) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// String returns the interface name ("<nil>" for a nil Path).
+// String returns the interface name, and "system" for a nil Path: what
+// the operating system's routing chose (an OS-routed connection, an
+// Endpoint without a path).
 func (p *Path) String() string {
 	if p == nil {
-		return "<nil>"
+		return "system"
 	}
 	return p.Name
 }

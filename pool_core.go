@@ -444,19 +444,7 @@ func logGrant(ctx context.Context, log *slog.Logger, in *Intents, g grant, asked
 
 // mptcpOf reports whether c runs MPTCP: a getsockopt, so never under
 // core.mu. A variable for tests to watch it.
-var mptcpOf = isMPTCP
-
-func isMPTCP(c net.Conn) bool {
-	if ic, ok := c.(*Conn); ok {
-		c = ic.Conn
-	}
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
-		return false
-	}
-	m, err := tc.MultipathTCP()
-	return err == nil && m
-}
+var mptcpOf = sockopt.IsMPTCP
 
 // undo returns a grant its request did not use.
 func (c *core) undo(g grant) {

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sockintents/intents/internal/estimate"
+	"github.com/sockintents/intents/internal/sockopt"
 )
 
 // lineServer answers each line with "N:line" where N counts connections,
@@ -1157,7 +1158,7 @@ func TestMPTCPStateIsReadOutsideThePoolLock(t *testing.T) {
 		} else {
 			underLock.Add(1)
 		}
-		return isMPTCP(c)
+		return sockopt.IsMPTCP(c)
 	}
 	c, _, err := p.Get(context.Background(), "tcp", s.addr())
 	require.NoError(t, err)

@@ -382,7 +382,7 @@ func TestNilPath(t *testing.T) {
 	_, err := testResolver(nil).LookupPath(context.Background(), nil, "tcp", "x.test")
 	assert.ErrorContains(t, err, "nil *Path")
 	var p *Path
-	assert.Equal(t, "<nil>", p.String())
+	assert.Equal(t, "system", p.String())
 	assert.Equal(t, Estimate{}, p.Estimate())
 	_, ok := p.Addr(netip.MustParseAddr("192.0.2.1"))
 	assert.False(t, ok)

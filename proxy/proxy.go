@@ -45,6 +45,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/sockintents/intents"
+	"github.com/sockintents/intents/internal/hostport"
 )
 
 // Defaults of a Server's limits.
@@ -501,7 +502,7 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest) {
 		var path atomic.Pointer[string]
 		ctx := httptrace.WithClientTrace(pr.Out.Context(), &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
 			p, _ := intents.PathOf(i.Conn)
-			name := pathName(p)
+			name := p.String()
 			path.Store(&name)
 		}})
 		pr.Out = pr.Out.WithContext(context.WithValue(ctx, pathKey{}, &path))
@@ -673,17 +674,11 @@ func (s *Server) isListener(ap netip.AddrPort) bool {
 	return false
 }
 
-// splitHostPort splits "host:port", with def for a missing port.
-func splitHostPort(hostport string, def uint16) (string, uint16) {
-	host, p, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return strings.Trim(hostport, "[]"), def
-	}
-	port, err := strconv.ParseUint(p, 10, 16)
-	if err != nil {
-		return host, 0
-	}
-	return host, uint16(port)
+// splitHostPort splits a request's "host:port", with def for a missing
+// port; port 0 where it is no port.
+func splitHostPort(hp string, def uint16) (string, uint16) {
+	host, port, _ := hostport.Split(context.Background(), "tcp", hp, def)
+	return host, port
 }
 
 // slogErrorLog is the http.Server's error log: l's, at level Info, or

@@ -87,7 +87,7 @@ func (s *Server) Metrics(w io.Writer) {
 		st := byPath[name]
 		path := name
 		if path == "" {
-			path = "system"
+			path = (*intents.Path)(nil).String() // the OS's routing, as the proxy names it elsewhere
 		}
 		metrics.WriteCounterUint64(w, fmt.Sprintf(`intents_proxy_requests_total{path="%s"}`, label(path)), uint64(st.requests))
 		metrics.WriteCounterUint64(w, fmt.Sprintf(`intents_proxy_response_bytes_total{path="%s"}`, label(path)), uint64(st.bytes))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sockintents/intents"
+	"github.com/sockintents/intents/internal/sockopt"
 )
 
 // connect serves a CONNECT request: a tunnel to its authority.
@@ -210,9 +211,9 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, up net.Conn
 // the tunnel on its path and logs it.
 func (s *Server) tunnelEnded(ctx context.Context, host string, path *intents.Path, sent, received int64) {
 	s.sizes.learn(host, received)
-	s.stats.tunnel(pathName(path), sent, received)
+	s.stats.tunnel(path.String(), sent, received)
 	if s.Logger != nil {
-		s.Logger.Log(ctx, slog.LevelDebug, "proxy: tunnel", "host", host, "path", pathName(path), "sent", sent, "received", received)
+		s.Logger.Log(ctx, slog.LevelDebug, "proxy: tunnel", "host", host, "path", path.String(), "sent", sent, "received", received)
 	}
 }
 
@@ -234,7 +235,7 @@ func (f flushWriter) Write(p []byte) (int, error) {
 // or away: an MPTCP tunnel (raw) goes on over its other subflows, a TCP
 // one could only hang until TCP gives up. The returned func undoes it.
 func (s *Server) endOnPathDown(end net.Conn, path *intents.Path, raw net.Conn) func() {
-	if path == nil || isMPTCP(raw) {
+	if path == nil || sockopt.IsMPTCP(raw) {
 		return func() {}
 	}
 	s.watchPaths()
@@ -246,15 +247,6 @@ func (s *Server) endOnPathDown(end net.Conn, path *intents.Path, raw net.Conn) f
 		delete(s.onPath, end)
 		s.mu.Unlock()
 	}
-}
-
-func isMPTCP(c net.Conn) bool {
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
-		return false
-	}
-	mp, err := tc.MultipathTCP()
-	return err == nil && mp
 }
 
 // watchPaths starts, once, the watch that resets the tunnels whose path
@@ -331,13 +323,6 @@ func closeWrite(c net.Conn) {
 		return
 	}
 	c.Close()
-}
-
-func pathName(p *intents.Path) string {
-	if p == nil {
-		return "system"
-	}
-	return p.Name
 }
 
 // Errors of takeTunnel.

@@ -482,9 +482,11 @@ func cmdGet(ctx context.Context, args []string, stdout, stderr io.Writer, mf man
 	return nil
 }
 
+// orOS names a path of a Transport's statistics: "" is the operating
+// system's routing, named as a nil *Path names itself.
 func orOS(name string) string {
 	if name == "" {
-		return "(os routing)"
+		return (*intents.Path)(nil).String()
 	}
 	return name
 }

@@ -2,7 +2,10 @@
 // one interface.
 package sockopt
 
-import "syscall"
+import (
+	"net"
+	"syscall"
+)
 
 // BindToInterface makes the socket behind c send through the interface
 // (index ifindex, name ifname) whatever the routing table says. v6 says
@@ -30,3 +33,22 @@ const (
 	// Closed: the peer closed it, or it failed.
 	Closed
 )
+
+// IsMPTCP reports whether c, or the connection it wraps (through NetConn
+// methods, as *tls.Conn and the Dialer's connections have), runs
+// Multipath TCP: a getsockopt.
+func IsMPTCP(c net.Conn) bool {
+	for {
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = w.NetConn()
+	}
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return false
+	}
+	m, err := tc.MultipathTCP()
+	return err == nil && m
+}
