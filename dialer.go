@@ -292,7 +292,8 @@ func (c *Conn) SyscallConn() (syscall.RawConn, error) {
 
 // PathOf returns the path c was dialed on, and how it was bound, looking
 // through wrappers that have a NetConn method (such as *tls.Conn). For a
-// connection the operating system routed it returns nil and BindNone.
+// connection the operating system routed it returns nil (which prints as
+// "system") and BindNone.
 func PathOf(c net.Conn) (*Path, Binding) {
 	for range 8 { // wrappers are shallow; a cycle must not hang
 		switch v := c.(type) {

@@ -144,7 +144,8 @@ func (r *Resolver) prune(paths []*Path) {
 // from Resolver.LookupEndpoints, ordered by the policy.
 type Endpoint struct {
 	Remote netip.AddrPort
-	// Path is nil when the operating system's routing chooses.
+	// Path is nil when the operating system's routing chooses (a nil
+	// *Path prints as "system"; check for nil before reading its fields).
 	Path *Path
 	// Local is the source address to bind (invalid when Path is nil).
 	Local netip.Addr
