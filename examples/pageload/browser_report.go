@@ -53,34 +53,65 @@ func (r *results) browserTests() []browserCell {
 			if !isBrowser(c) || slices.Contains(singles, c) || len(r.loads[k][c]) == 0 {
 				continue
 			}
-			b := browserCell{key: k, contender: c}
-			for _, s := range singles {
-				st, ok := r.by[k][s]
-				if !ok {
-					b.better = ""
-					break
-				}
-				if b.better == "" || st.median < r.by[k][b.better].median {
-					b.better = s
-				}
+			if b, ok := r.browserCompare(i, c, singles); ok {
+				out = append(out, b)
 			}
-			if b.better == "" {
-				continue
-			}
-			b.ratio = r.by[k][c].median.Seconds() / r.by[k][b.better].median.Seconds()
-			redraw := medianRedraw(rand.New(rand.NewPCG(uint64(i), 23)))
-			ratios := make([]float64, goalDraws)
-			for n := range ratios {
-				best := redraw(r.loads[k][singles[0]])
-				best = min(best, redraw(r.loads[k][singles[1]]))
-				ratios[n] = redraw(r.loads[k][c]) / best
-			}
-			slices.Sort(ratios)
-			b.lo, b.hi = ratios[goalDraws*5/100], ratios[goalDraws*95/100-1]
-			out = append(out, b)
 		}
 	}
 	return out
+}
+
+// roundRobinTests compares EAF, fresh and warm, with round robin over the
+// same protocol to the proxy (the simplest way to use both paths), in
+// each cell that has both.
+func (r *results) roundRobinTests() []browserCell {
+	var out []browserCell
+	for i, k := range r.cells {
+		for _, c := range r.contenders {
+			rr, ok := roundRobinOf[c]
+			if !ok || len(r.loads[k][c]) == 0 || len(r.loads[k][rr]) == 0 {
+				continue
+			}
+			if b, ok := r.browserCompare(i, c, []string{rr}); ok {
+				out = append(out, b)
+			}
+		}
+	}
+	return out
+}
+
+// roundRobinOf is the round robin each EAF browser contender is set against.
+var roundRobinOf = map[string]string{"browser-eaf": "browser-rr", "browser-eaf-warm": "browser-rr", "browser-h2-eaf": "browser-h2-rr"}
+
+// browserCompare compares contender c in the i'th cell with the better
+// (lower median) of refs, all of which the cell must have: the ratio of
+// the medians and its 90 % bootstrap interval, each draw against the
+// better of the refs' redrawn medians.
+func (r *results) browserCompare(i int, c string, refs []string) (browserCell, bool) {
+	k := r.cells[i]
+	b := browserCell{key: k, contender: c}
+	for _, s := range refs {
+		st, ok := r.by[k][s]
+		if !ok {
+			return b, false
+		}
+		if b.better == "" || st.median < r.by[k][b.better].median {
+			b.better = s
+		}
+	}
+	b.ratio = r.by[k][c].median.Seconds() / r.by[k][b.better].median.Seconds()
+	redraw := medianRedraw(rand.New(rand.NewPCG(uint64(i), 23)))
+	ratios := make([]float64, goalDraws)
+	for n := range ratios {
+		best := redraw(r.loads[k][refs[0]])
+		for _, s := range refs[1:] {
+			best = min(best, redraw(r.loads[k][s]))
+		}
+		ratios[n] = redraw(r.loads[k][c]) / best
+	}
+	slices.Sort(ratios)
+	b.lo, b.hi = ratios[goalDraws*5/100], ratios[goalDraws*95/100-1]
+	return b, true
 }
 
 // printBrowser writes the browser contenders' comparisons, cell by cell,
@@ -114,6 +145,16 @@ func (r *results) printBrowser(w io.Writer) {
 	}
 	for _, c := range order {
 		fmt.Fprintf(w, "%s: slower in %d of %d cells\n", contenderNames[c], tally[c][1], tally[c][0])
+	}
+	if rr := r.roundRobinTests(); len(rr) > 0 {
+		fmt.Fprintf(w, "\nEAF against round robin through the proxy (each new connection on the next path), over the same protocol to the proxy "+
+			"(slower: the 90 %% interval of the medians' ratio wholly above %.2f)\n", browserMargin)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "cell\tpage\tcontender\tmedian / round robin\t90 % interval\tslower\t")
+		for _, b := range rr {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%.2f–%.2f\t%s\t\n", b.key.scenario, b.key.workload, b.contender, b.ratio, b.lo, b.hi, yesNo(b.slower()))
+		}
+		tw.Flush()
 	}
 	for _, b := range cells {
 		goal, ok := browserGoals[b.key.scenario]

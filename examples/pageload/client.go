@@ -99,6 +99,9 @@ var (
 		"browser-twin": "path 1 again (Chromium, a twin)",
 		"browser-rr":   "round robin (Chromium via the proxy)",
 		"browser-eaf":  "EAF (Chromium via the proxy)",
+		// A proxy that keeps running between loads (its Manager's
+		// estimates from the loads before), where the others start anew.
+		"browser-eaf-warm": "EAF, a running proxy (Chromium via the proxy)",
 		// The same over HTTP/2 between Chromium and the proxy (an HTTPS
 		// proxy): all of a page's requests reach the proxy at once.
 		"browser-h2-path1":  "path 1 (Chromium via the proxy, HTTP/2)",
@@ -129,12 +132,15 @@ var browserKinds = map[string]struct {
 	// h2Proxy: the browser reaches the proxy over HTTPS, with HTTP/2, and
 	// so sends it all of a page's requests at once.
 	h2Proxy bool
+	// warm: one proxy serves every load, after a load of its own.
+	warm bool
 }{
 	"browser-path1":     {require: "p1"},
 	"browser-path2":     {require: "p2"},
 	"browser-twin":      {require: "p1"},
 	"browser-rr":        {roundRobin: true},
 	"browser-eaf":       {},
+	"browser-eaf-warm":  {warm: true},
 	"browser-h2-path1":  {require: "p1", h2Proxy: true},
 	"browser-h2-path2":  {require: "p2", h2Proxy: true},
 	"browser-h2-rr":     {roundRobin: true, h2Proxy: true},
@@ -299,7 +305,7 @@ func newContender(key string, cfg config) contender {
 			in.Interfaces = map[string]intents.Level{"p" + key[len(key)-1:]: intents.LevelRequire}
 		}
 		return viaProxy(c, in, perHost)
-	case "browser-path1", "browser-path2", "browser-twin", "browser-eaf", "browser-rr",
+	case "browser-path1", "browser-path2", "browser-twin", "browser-eaf", "browser-eaf-warm", "browser-rr",
 		"browser-h2-path1", "browser-h2-path2", "browser-h2-rr", "browser-h2-eaf",
 		"browser-tls-path1", "browser-tls-path2", "browser-tls-eaf", "browser-tls-mptcp":
 		kind := browserKinds[key]
@@ -316,6 +322,9 @@ func newContender(key string, cfg config) contender {
 			in.Multipath = intents.MultipathAggregate
 		}
 		c.https = kind.https
+		if kind.warm {
+			c.fresh, c.prime = false, true
+		}
 		return viaBrowser(c, in, cfg, kind.h2Proxy)
 	case "mptcp":
 		// Plain net/http over MPTCP connections whose first subflow is on
