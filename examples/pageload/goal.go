@@ -165,7 +165,7 @@ func (r *results) printGoal(w io.Writer) {
 			continue
 		}
 		if !printed {
-			fmt.Fprintf(w, "\nThe goal (#17): a median within 3 %% of the best of path 1, path 2 and round robin, a p90 within 10 %% of theirs "+
+			fmt.Fprintf(w, "\nThe goal: a median within 3 %% of the best of path 1, path 2 and round robin, a p90 within 10 %% of theirs "+
 				"(90 %% bootstrap intervals; a twin is a contender exactly as good as the cell's best baseline: the test's own noise)\n")
 			printed = true
 		}

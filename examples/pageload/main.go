@@ -398,7 +398,7 @@ func main() {
 	parallel := flag.Int("parallel", 1, "cells run at once, each on a testbed of its own (lowered while the emulators cannot keep time: see -late-max)")
 	lateMax := flag.Duration("late-max", defaultLateBound.Max, "a load during which an emulated link delivered a packet later than this after its due time (or 0.5 % of the load's time, if more) is loaded again")
 	lateMean := flag.Duration("late-mean", defaultLateBound.Mean, "a load during which the emulated links delivered their packets later than this on average is loaded again")
-	reportDir := flag.String("report", "", "instead of loading pages, print the tables of the run in this -out folder again, from its loads.csv")
+	reportDir := flag.String("report", "", "instead of loading pages, print the tables of the run in this -out folder again, from its loads.csv, and draw its plots again")
 	agreeDirs := flag.String("agree", "", "instead of loading pages, compare runs: their -out folders, comma-separated, references (two serial runs, say) first and the run to judge last")
 	trace := flag.String("trace", "", "log this contender's loads to stderr (each object's start, end and path, and what each path carried against its rate) and, for an intents contender, every decision and the paths' estimates")
 	flag.Parse()
@@ -412,8 +412,13 @@ func main() {
 			log.Fatal(err)
 		}
 		res.printTables(os.Stdout)
+		res.printGoal(os.Stdout)
+		res.printBrowser(os.Stdout)
 		res.printPaper(os.Stdout, 10)
 		res.printPaperSummary(os.Stdout)
+		if err := res.plot(*reportDir); err != nil {
+			log.Fatal(err)
+		}
 		return
 	}
 	if *agreeDirs != "" {

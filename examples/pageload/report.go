@@ -21,8 +21,10 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/sockintents/intents/internal/pageload"
 )
@@ -236,9 +238,22 @@ func (r *results) connsLimit() int {
 	return r.connsPerHost
 }
 
+// tableColumns explains the columns of printTables' tables, once.
+const tableColumns = `
+Each cell's table, a row per contender:
+  median PLT, min, p90, max   page load times over its loads, in seconds
+  vs better single            its median against the better of the two single paths' medians
+  PLT / bound                 its median over the cell's lower bound (in the cell's heading)
+  PLT / fluid                 its median over the time the paths' loads take, split as a fluid (n/a: not computed)
+  loads with an RTO           loads during which the server's TCP hit a retransmission timeout
+  failed loads                loads that did not complete (an error, or over the time allowed)
+  objects per path            the objects each path carried, over all its loads
+`
+
 // printTables writes a table per cell and, for several cells, a summary of
 // each contender's speedups.
 func (r *results) printTables(w io.Writer) {
+	fmt.Fprint(w, tableColumns)
 	for _, k := range r.cells {
 		fmt.Fprintf(w, "\n%s, %s (%d B), queues of %g BDP: lower bound %.2f s (Σ bytes / Σ rates + handshake and dependency round trips)",
 			k.scenario, k.workload, r.bytes[k.workload], r.queue[k.scenario], r.bound[k].Seconds())
@@ -253,7 +268,7 @@ func (r *results) printTables(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "contender\tmedian PLT\tmin\tp90\tmax\tvs better single\tPLT / bound\tPLT / fluid\tloads with a timeout\tfailed loads\tobjects per path\t")
+		fmt.Fprintln(tw, "contender\tmedian PLT\tmin\tp90\tmax\tvs better single\tPLT / bound\tPLT / fluid\tloads with an RTO\tfailed loads\tobjects per path\t")
 		for _, c := range r.contenders {
 			s, ok := r.by[k][c]
 			failed := r.failed[k][c].loads
@@ -392,8 +407,17 @@ func (r *results) write(dir string) error {
 			return err
 		}
 	}
+	return r.plot(dir)
+}
+
+// plot draws plt.svg and, over enough cells, speedup-ecdf.svg (and their
+// PNGs) in dir.
+func (r *results) plot(dir string) error {
 	if err := r.plotPLT(filepath.Join(dir, "plt.svg")); err != nil {
 		return err
+	}
+	if len(r.cells) < minECDFCells {
+		return nil // a distribution over a few cells says nothing the tables do not
 	}
 	return r.plotECDF(filepath.Join(dir, "speedup-ecdf.svg"))
 }
@@ -471,8 +495,14 @@ func writeCSV(name string, rows [][]string) error {
 	return f.Close()
 }
 
+// minECDFCells is the fewest cells the speedup's distribution is drawn
+// for.
+const minECDFCells = 8
+
 // plotPLT draws the median PLT of every contender in every cell as grouped
-// bars, with each cell's lower bound beside them.
+// bars, each contender in a colour of its own, with each cell's lower
+// bound beside them as a dashed outline; the legend stands to the right,
+// so that the axis fits the bars.
 func (r *results) plotPLT(name string) error {
 	p := plot.New()
 	p.Title.Text = "Page load time (median)"
@@ -483,6 +513,8 @@ func (r *results) plotPLT(name string) error {
 	for _, k := range r.cells {
 		labels = append(labels, k.scenario+" "+k.workload)
 	}
+	legend := plot.NewLegend()
+	var names []string
 	for i, c := range series {
 		vals := make(plotter.Values, len(r.cells))
 		for j, k := range r.cells {
@@ -498,31 +530,79 @@ func (r *results) plotPLT(name string) error {
 		}
 		bars.LineStyle.Width = 0
 		bars.Color = seriesColor(i)
-		bars.Offset = width * vg.Length(float64(i)-float64(len(series)-1)/2)
-		p.Add(bars)
 		label := "lower bound"
-		if c != "bound" {
+		if c == "bound" {
+			bars.Color = color.White
+			bars.LineStyle = draw.LineStyle{Color: color.Black, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(3), vg.Points(2)}}
+		} else {
 			label = contenderNames[c]
 		}
-		p.Legend.Add(label, bars)
+		bars.Offset = width * vg.Length(float64(i)-float64(len(series)-1)/2)
+		p.Add(bars)
+		legend.Add(label, bars)
+		names = append(names, label)
 	}
-	p.Legend.Top = true
 	p.Y.Min = 0
-	p.Y.Max = 1.8 * p.Y.Max // room for the legend above the bars
 	p.NominalX(labels...)
 	if len(labels) > 3 {
 		p.X.Tick.Label.Rotation = 0.6
 		p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = -1, -0.5
 	}
-	return saveBoth(p, vg.Length(max(6, 1.4*float64(len(r.cells))))*vg.Inch, 5*vg.Inch, name)
+	return saveBothLegendRight(p, legend, names, vg.Length(max(6, 1.4*float64(len(r.cells))))*vg.Inch, 5*vg.Inch, name)
 }
 
-// seriesColor is the i-th of 17 distinct colours (plotutil's soft ones,
-// its dark ones, then black and two greys), so that a run with every
-// browser contender and the lower bound still tells its series apart.
+// seriesColor is the i-th of 16 colours that tell apart at a glance
+// (Tableau's ten, then six of Paul Tol's), so that a run with every
+// browser contender still tells its series apart.
 func seriesColor(i int) color.Color { return seriesColors[i%len(seriesColors)] }
 
-var seriesColors = append(slices.Concat(plotutil.SoftColors, plotutil.DarkColors), color.Black, color.Gray{Y: 0x60}, color.Gray{Y: 0xb0})
+var seriesColors = []color.Color{
+	rgb(0x4e79a7), rgb(0xf28e2b), rgb(0xe15759), rgb(0x76b7b2), rgb(0x59a14f),
+	rgb(0xedc948), rgb(0xb07aa1), rgb(0xff9da7), rgb(0x9c755f), rgb(0xbab0ac),
+	rgb(0x332288), rgb(0x117733), rgb(0x882255), rgb(0x999933), rgb(0x000000), rgb(0x44aa99),
+}
+
+func rgb(v uint32) color.Color {
+	return color.RGBA{R: uint8(v >> 16), G: uint8(v >> 8), B: uint8(v), A: 0xff}
+}
+
+// saveBothLegendRight saves p and its legend (of labels) beside it, as
+// name (SVG) and as the PNG of the same name.
+func saveBothLegendRight(p *plot.Plot, legend plot.Legend, labels []string, w, h vg.Length, name string) error {
+	var legendWidth vg.Length
+	for _, l := range labels {
+		legendWidth = max(legendWidth, legend.TextStyle.Width(l))
+	}
+	legendWidth += legend.ThumbnailWidth + legend.Padding + vg.Points(12)
+	total := w + legendWidth
+	render := func(c vg.CanvasSizer) {
+		dc := draw.New(c)
+		p.Draw(draw.Crop(dc, 0, -legendWidth, 0, 0))
+		legend.Top, legend.Left = true, true
+		legend.Draw(draw.Crop(dc, w, 0, 0, -vg.Points(20))) // the legend's strip, below the title's height
+	}
+	svg := vgsvg.New(total, h)
+	render(svg)
+	if err := writeCanvas(name, svg); err != nil {
+		return err
+	}
+	png := vgimg.PngCanvas{Canvas: vgimg.New(total, h)}
+	render(png)
+	return writeCanvas(strings.TrimSuffix(name, ".svg")+".png", png)
+}
+
+// writeCanvas writes c to the file name.
+func writeCanvas(name string, c io.WriterTo) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if _, err := c.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
 
 // saveBoth saves p as name (SVG) and as the PNG of the same name.
 func saveBoth(p *plot.Plot, w, h vg.Length, name string) error {
