@@ -279,29 +279,19 @@ const holdRTTs = 4
 // until w's size is known better, and arms the timer that ends the wait.
 // A page's requests to its other hosts come in a burst once its root
 // document is in, each predicted at every origin's typical size
-// (SizeFromRecent: those hosts have not answered yet), which then stands
-// on the root's size alone; and while another permitted path's first
-// handshake (the spare connection's, see Transport) is still out, that
-// path's RTT is not known. On those two guesses a policy such as EAF opens
-// every connection each host may have on the path that looks best for
-// objects of the root's size, and they hold the hosts' slots for the rest
-// of the page. So while w's origin has not been heard from, the typical
-// size is not settled (originSizes.settled) and a permitted path's RTT is
-// not measured, a destination with holdConns connections (open or being
-// opened) on its measured paths opens no more, on any path: w waits,
-// for one of them if its policy names one (its next choice), or for room,
-// until the page's first responses' headers have settled the typical size
-// (learnSize decides the queue again) or the other path has answered, at
-// most holdRTTs round trips of the nearest path. The requests are then
-// placed on the page's own sizes, and those for larger objects spread.
-// Measured on the testbed, pages over three hosts:
-// 32 × 100 kB over 20 Mbit/s at 10 ms beside 20 Mbit/s at 200 ms 24 %
-// sooner, the geometric mean of the grid's cells 1.7 % sooner. Not for
-// the root's own origin (SizeFromOrigin): held there too, a page's burst
-// on one host gained as much over a far path of 20 Mbit/s, but pages of
-// small objects over a near path of 10 or 20 ms lost 4–10 % each (the
-// hold lasts one or two of its round trips, and moves decisions past the
-// other path's handshake).
+// (SizeFromRecent), which then stands on the root's size alone, and while
+// another path's first handshake is still out its RTT is not known: on
+// those two guesses a policy such as EAF would open every connection the
+// hosts may have on the path that looks best for the root's size. So
+// while w's origin has not been heard from, the typical size is not
+// settled and a permitted path's RTT is not measured, a destination with
+// holdConns connections on its measured paths opens no more: w waits (for
+// one of them if its policy names one, or for room) until the first
+// responses' headers settle the size (learnSize decides again) or the
+// other path answers, at most holdRTTs round trips of the nearest path.
+// Not for the root's own origin (SizeFromOrigin), where holding costs a
+// page of small objects over a near path more than it gains. Figures:
+// docs/findings.md, "Holding a burst for its sizes".
 func (s *scheduler) holdsForSizes(w *waiter, now time.Time) bool {
 	if s.originSettled == nil || w.sizeOrigin == "" || w.sizeSource != SizeFromRecent ||
 		s.originSettled(w.sizeOrigin) {

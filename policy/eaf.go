@@ -27,6 +27,9 @@ import (
 // would carry it, moves there (see Move). And an intents.Splitter: at a
 // page's tail, a response that still owes much shares its rest with a path
 // that carries nothing (see Split).
+//
+// Each rule below gives its reason; the loads that showed them are in
+// docs/findings.md, "The traces behind EAF's rules".
 type EAF struct {
 	Model
 }
@@ -48,11 +51,7 @@ type option struct {
 // first only where it is predicted sooner by more than a third. Its
 // prediction stands on a lent capacity, which may be many times the
 // path's own; the small gain of a few milliseconds is not worth the risk
-// of a request whose size is itself a guess landing on a slow path
-// (traced: a page's 100 kB object, predicted at the origin's median of
-// 1 kB, took the idle spare connection on a 0.5 Mbit/s path predicted
-// 23 ms against 26 ms for a new one on the 12 Mbit/s path, and held the
-// page 0.3 s until its rest went back).
+// of a request whose size is itself a guess landing on a slow path.
 const unseenPremium = 1.5
 
 // label names o for a reason; built only for the options a reason shows.
@@ -133,30 +132,24 @@ const moveMargin = 0.25
 // (Request.Queued), only to a path it has no connection on: one it has a
 // connection on gets the queue's load as its connections free up, and a
 // move there only trades a transfer for another, losing the bytes on
-// their way here (measured: 7 % slower pages where both paths were in
-// use); one it has none on stays idle for as long as the connection limit
-// keeps the queue off it. The rate the response has been arriving at
-// (Candidate.Rate), a fair share of its path's, tells that path's capacity
-// once it is measured: the estimate may still be a guess on a first page
-// (a measured capacity bounds it: the connection that started first gets
-// more than its share). An idle connection on the other path (a page's
-// tail: that path is done) is weighed too: it takes the rest in a round
-// trip, with the window its transfers grew.
-// A path already carrying its share gets the queued requests' load anyway:
+// their way here; one it has none on stays idle for as long as the
+// connection limit keeps the queue off it. The rate the response has been
+// arriving at (Candidate.Rate), a fair share of its path's, tells that
+// path's capacity once it is measured: the estimate may still be a guess
+// on a first page (a measured capacity bounds it: the connection that
+// started first gets more than its share). An idle connection on the
+// other path (a page's tail: that path is done) is weighed too: it takes
+// the rest in a round trip, with the window its transfers grew. A path
+// already carrying its share gets the queued requests' load anyway:
 // moving a transfer there would only trade one for another, and lose the
 // bytes on their way here. Unless the response is the page's tail: it
 // would stay here past the time the other paths need for all the queued
-// load, their own backlog and this response together (see othersEnd),
-// so that whatever the queue does, the page waits for this one. It then
-// moves wherever it arrives sooner by the margin, shares or not (traced:
-// 100 kB objects held for seconds on a 0.5 Mbit/s path, a slow path's
-// share of the connections being one, while a 50 Mbit/s path beside it
-// did the rest of the page). Nor onto a path that no transfer has shown
-// anything of its capacity yet, unless this one has shown a capacity
-// below what that one is lent: there its prediction stands on a lent
-// capacity, and a response moves only once (traced: a 100 kB response
-// moved off a 12 Mbit/s path onto a 0.5 Mbit/s one lent 12 Mbit/s, the
-// page 1.4 s where path 1 alone took 0.4).
+// load, their own backlog and this response together (see othersEnd), so
+// that whatever the queue does, the page waits for this one. It then
+// moves wherever it arrives sooner by the margin, shares or not. Nor onto
+// a path that no transfer has shown anything of its capacity yet, unless
+// this one has shown a capacity below what that one is lent: there its
+// prediction stands on a lent capacity, and a response moves only once.
 func (e *EAF) Move(req *intents.Request, from *intents.Candidate) (*intents.Path, string) {
 	size := float64(req.Intents.SizeToBeReceived)
 	i := slices.Index(req.Paths, from.Path)
@@ -318,20 +311,19 @@ const halfPartBDPs = 4
 const splitMargin = 0.2
 
 // Split implements intents.Splitter: at a page's tail (no requests queued
-// for the destination) the last part of a response goes to a path with
-// no transfers in progress if both parts, the first where it is and the
-// last there, would be in sooner by more than a fifth than the whole
-// where it is (at the rate it has been arriving at, once that is known:
+// for the destination) the last part of a response goes to a path with no
+// transfers in progress if both parts, the first where it is and the last
+// there, would be in sooner by more than a fifth than the whole where it
+// is (at the rate it has been arriving at, once that is known:
 // Candidate.Rate; a first part that then turns out slow may still move,
-// see Move). The part is the one that makes both arrive together: over
-// an idle connection the destination has there (a round trip, with the
+// see Move). The part is the one that makes both arrive together: over an
+// idle connection the destination has there (a round trip, with the
 // window its transfers grew), or a new one, set-up included; half that
 // where the path has shown nothing of its capacity yet, if the half is
 // still many times the path's bandwidth-delay product (the next part,
 // asked once this one is in, is sized on what the path showed). While
-// requests queue, a path's connections get those; a busy path's
-// transfers would share their capacity with the part (measured: pages of
-// four 1 MB objects 7 % slower when parts went to busy paths).
+// requests queue, a path's connections get those; a busy path's transfers
+// would share their capacity with the part.
 func (e *EAF) Split(req *intents.Request, from *intents.Candidate) (*intents.Path, int64, string) {
 	size := float64(req.Intents.SizeToBeReceived)
 	i := slices.Index(req.Paths, from.Path)
@@ -584,20 +576,14 @@ func (e *EAF) idleFirst(req *intents.Request, models []pathModel, opts []option)
 // paths whose RTT is lent (no handshake there has answered yet) after the
 // others, if some permitted path's RTT is measured and that path may be
 // as good: not where every path with a measured RTT has shown a capacity
-// below what the others are lent, for then the lent values are the
-// better bet (traced: 2 Mbit/s at 20 ms shown by a page's root, beside
-// 50 Mbit/s at 100 ms whose handshake was out when the page's burst
-// came: kept off it, the burst gave the slow path five of the host's six
-// connections). The lent RTT is a
-// guess (UnknownRTT, or the lowest measured), and so is a capacity no
-// transfer has shown: on them a far path looks as near as the measured
-// one, and a request sent there waits the path's real round trips while
-// holding one of the host's connections. The handshake already under way
-// there (a spare connection's, or a bare one: see Transport) tells the
-// RTT within one of it, and the requests still waiting then are placed
-// on it. Traced: a page's 100 kB objects, sent on a lent 100 ms to a
-// 5 Mbit/s path of 200 ms beside a 50 Mbit/s one of 10 ms, came last,
-// 0.92 s where that path alone took 0.60.
+// below what the others are lent, for then the lent values are the better
+// bet. The lent RTT is a guess (UnknownRTT, or the lowest measured), and
+// so is a capacity no transfer has shown: on them a far path looks as
+// near as the measured one, and a request sent there waits the path's
+// real round trips while holding one of the host's connections. The
+// handshake already under way there (a spare connection's, or a bare one:
+// see Transport) tells the RTT within one of it, and the requests still
+// waiting then are placed on it.
 func measuredFirst(req *intents.Request, models []pathModel, opts []option) {
 	guessed := func(o option) bool {
 		p := o.choice.Path
@@ -649,14 +635,11 @@ func knownSlower(models []pathModel, guessed func(pathModel) bool) bool {
 // shown anything of its capacity yet, not even a floor, while one is in
 // progress there: that one will show it, and until then the path's
 // arrivals, and the queue's end they are weighed against, stand on lent
-// capacities. idleFirst sends a path so one object at a time (traced: a
-// second 100 kB object sent on a lent 10 Mbit/s to a 0.5 Mbit/s path of
-// 100 ms beside a 50 Mbit/s one, while the first was still on its way
-// there, came last; the page 1.4 s where path 1 alone took 0.9). Not
-// where every path that has shown its capacity has shown one below what
-// the unseen path is lent: the unseen one is then the better bet (a
-// 6 Mbit/s path of 20 ms beside 20 Mbit/s at 200 ms, whose ramp-up one
-// object at a time made the page 8 % slower).
+// capacities. idleFirst sends a path so one object at a time. Not where
+// every path that has shown its capacity has shown one below what the
+// unseen path is lent: the unseen one is then the better bet (a 6 Mbit/s
+// path of 20 ms beside 20 Mbit/s at 200 ms, whose ramp-up one object at a
+// time made the page 8 % slower).
 func exploring(req *intents.Request, models []pathModel, p *intents.Path) bool {
 	i := slices.Index(req.Paths, p)
 	return i >= 0 && models[i].unseen && models[i].pending > 0 && !knownSlower(models, unseen)
@@ -677,33 +660,26 @@ const balanceMargin = 0.5
 // balanceNew puts first, in place, a new connection on a path holding
 // fewer active connections (dials included) than the path of the earliest
 // option, if that is a new connection too and the other is predicted
-// within balanceMargin of it; it returns that path, or nil. A new connection
-// holds one of the host's few for the rest of a page, whose objects are
-// mostly of unknown size when its first connections open (a browser asks
-// for them all at once): given to the path that is a little sooner for
-// this object, all of them go to one path, and what follows, large or
-// not, queues there while the other path idles. Spread where the paths
-// come close, they carry what follows on both. Measured on the testbed,
-// over 6 Mbit/s at 20 ms and 5 Mbit/s at 50 ms: a
-// page of small and large objects 15 % sooner, one of 32 × 100 kB 5 %;
-// within a quarter, less of that; within twice, pages over 2 Mbit/s at
-// 50 ms and 20 Mbit/s at 200 ms 9–20 % later (the slow path got
-// connections the fast one needed). Where one path is far slower for
-// every object (a 200 ms path beside a 10 ms one), its new connections
-// are never that close. Nor is a path whose RTT is not measured yet: its
-// prediction stands on a lent RTT, and a path whose handshake (a spare
-// connection's, opened with the page's first) has not answered by the
-// time the page's requests come, a root document's round trips later, is
-// far (traced: a page's 38 kB objects spread onto a 200 ms path beside a
-// 20 ms one on a lent 100 ms, the page 0.84 s where path 1 alone took
-// 0.58). Nor is a path that no transfer has shown anything of its
-// capacity yet, not even a floor: its prediction stands on a lent
+// within balanceMargin of it; it returns that path, or nil. A new
+// connection holds one of the host's few for the rest of a page, whose
+// objects are mostly of unknown size when its first connections open (a
+// browser asks for them all at once): given to the path that is a little
+// sooner for this object, all of them go to one path, and what follows,
+// large or not, queues there while the other path idles. Spread where the
+// paths come close, they carry what follows on both. Where one path is
+// far slower for every object (a 200 ms path beside a 10 ms one), its new
+// connections are never that close. Nor is a path whose RTT is not
+// measured yet: its prediction stands on a lent RTT, and a path whose
+// handshake (a spare connection's, opened with the page's first) has not
+// answered by the time the page's requests come, a root document's round
+// trips later, is far. Nor is a path that no transfer has shown anything
+// of its capacity yet, not even a floor: its prediction stands on a lent
 // capacity, and spread onto a 0.5 Mbit/s path of 20 ms on the 12 Mbit/s
 // of the one beside it, a page's burst gave it three connections whose
 // responses, moved away once their pace showed, still filled its queue
-// for a second (traced; the page 1.1 s where path 1 alone took 0.5).
-// Nor is a path that holds the connections that fill it for
-// objects of this size while another path has room (see holdsItsShare).
+// for a second (traced; the page 1.1 s where path 1 alone took 0.5). Nor
+// is a path that holds the connections that fill it for objects of this
+// size while another path has room (see holdsItsShare).
 func balanceNew(req *intents.Request, models []pathModel, opts []option) *intents.Path {
 	if len(opts) < 2 || opts[0].choice.Path == nil || opts[0].mptcp != nil {
 		return nil
@@ -735,15 +711,10 @@ func balanceNew(req *intents.Request, models []pathModel, opts []option) *intent
 // connections are scarce (another path would still gain by one). A new
 // connection there would only share a full path's capacity, and hold one
 // of the host's few for the rest of the page while the path with room
-// waits for them. Traced on the testbed: a page's
-// burst over three hosts, predicted at its root's 10 kB, came before a
-// 20 Mbit/s, 200 ms path's first handshake had answered; spread by count,
-// a 2 Mbit/s, 50 ms path beside it got seven connections, full at two,
-// which held the hosts' slots while the far path carried the page (2.9 s;
-// that path alone, 2.3). Where every path is full, connections are
-// spread by count as before: a page of small objects is served sooner
-// over more connections than fill a path (each request costs a round
-// trip on HTTP/1.1).
+// waits for them. Where every path is full, connections are spread by
+// count as before: a page of small objects is served sooner over more
+// connections than fill a path (each request costs a round trip on
+// HTTP/1.1).
 func holdsItsShare(req *intents.Request, models []pathModel, b int) bool {
 	size := float64(req.Intents.SizeToBeReceived)
 	if size <= 0 {
