@@ -120,33 +120,11 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 		s.TunnelIdleTimeout = -1 // never
 	}
 	g := newServing(ctx, s)
-	var started error
-	for _, l := range httpL {
-		if _, started = g.listen(l.addr, func(ln net.Listener) error { return s.Serve(ln, l.in) }); started != nil {
-			break
-		}
-	}
-	for _, l := range tlsL {
-		if started != nil {
-			break
-		}
-		var at net.Addr
-		if at, started = g.listen(l.addr, func(ln net.Listener) error { return s.ServeTLS(ln, tlsConf, l.in) }); started == nil && own != nil {
+	started := g.startListeners(proxyListeners{httpL, tlsL, socksL, transparentL}, tlsConf, func(at net.Addr) {
+		if own != nil {
 			printBrowserSetup(stderr, at.String(), own, filepath.Join(*certDir, "chromium"))
 		}
-	}
-	for _, l := range socksL {
-		if started != nil {
-			break
-		}
-		_, started = g.listen(l.addr, func(ln net.Listener) error { return s.ServeSOCKS(ln, l.in) })
-	}
-	for _, l := range transparentL {
-		if started != nil {
-			break
-		}
-		_, started = g.listen(l.addr, func(ln net.Listener) error { return s.ServeTransparent(ln, l.in) })
-	}
+	})
 	if *metricsAddr != "" && started == nil {
 		_, started = g.listen(*metricsAddr, s.ServeMetrics)
 	}
@@ -154,6 +132,39 @@ func cmdProxy(ctx context.Context, args []string, stderr io.Writer, mf managerFu
 		started = g.wait(ctx.Done())
 	}
 	return g.close(started)
+}
+
+// proxyListeners are the listeners asked for, by kind.
+type proxyListeners struct{ http, tls, socks, transparent listenFlag }
+
+// startListeners starts every listener of ls, in that order, until one
+// fails to start (its error); tlsStarted is told each HTTPS listener's
+// address.
+func (g *serving) startListeners(ls proxyListeners, tlsConf *tls.Config, tlsStarted func(net.Addr)) error {
+	s := g.s
+	for _, l := range ls.http {
+		if _, err := g.listen(l.addr, func(ln net.Listener) error { return s.Serve(ln, l.in) }); err != nil {
+			return err
+		}
+	}
+	for _, l := range ls.tls {
+		at, err := g.listen(l.addr, func(ln net.Listener) error { return s.ServeTLS(ln, tlsConf, l.in) })
+		if err != nil {
+			return err
+		}
+		tlsStarted(at)
+	}
+	for _, l := range ls.socks {
+		if _, err := g.listen(l.addr, func(ln net.Listener) error { return s.ServeSOCKS(ln, l.in) }); err != nil {
+			return err
+		}
+	}
+	for _, l := range ls.transparent {
+		if _, err := g.listen(l.addr, func(ln net.Listener) error { return s.ServeTransparent(ln, l.in) }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // serving runs a Server's listeners, each in a goroutine of its own.
