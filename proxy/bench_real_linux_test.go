@@ -209,7 +209,8 @@ func processCPU(b *testing.B, pid int) time.Duration {
 // after the other in each iteration. It reports each proxy's CPU time
 // (its process's user and system time over the download; this proxy is
 // the benchmark's process, where nothing else runs meanwhile) per GB
-// relayed, each way's goodput, and this proxy's figures over the others'.
+// relayed, each way's goodput, and this proxy's figures over the others'
+// (and a second squid's over squid's: the ratios' own noise).
 func BenchmarkProxyCPU(b *testing.B) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		b.Skip("needs curl")
@@ -264,6 +265,11 @@ func BenchmarkProxyCPU(b *testing.B) {
 	if squid, p := startSquid(b, sp); squid != "" {
 		c := func() time.Duration { return processCPU(b, p.Pid) }
 		ways = append(ways, way{"http-squid", httpURL, "http://" + squid, c}, way{"connect-squid", httpsURL, "http://" + squid, c})
+		// A second squid, measured as a contender of its own: what the
+		// ratios against squid make of this machine's noise.
+		twin, tp := startSquid(b, sp)
+		tc := func() time.Duration { return processCPU(b, tp.Pid) }
+		ways = append(ways, way{"http-squidtwin", httpURL, "http://" + twin, tc}, way{"connect-squidtwin", httpsURL, "http://" + twin, tc})
 	}
 	took := make(map[string]float64)
 	cpus := make(map[string]time.Duration)
@@ -305,15 +311,26 @@ func BenchmarkProxyCPU(b *testing.B) {
 	// This proxy's CPU and goodput over the others', way by way; SOCKS5
 	// against their CONNECT, the same relay of a tunnel's bytes.
 	for _, other := range []string{"tinyproxy", "squid"} {
-		for _, pair := range [][2]string{{"http", "http"}, {"connect", "connect"}, {"socks5", "connect"}} {
+		for _, pair := range [][2]string{{"http", "http"}, {"connect", "connect"}, {"socks5", "connect"}, {"http", "squidtwin"}, {"connect", "squidtwin"}} {
 			ours, theirs := pair[0]+"-intents", pair[1]+"-"+other
+			if pair[1] == "squidtwin" {
+				if other != "squid" {
+					continue
+				}
+				// The twin's ratios: how far a copy of squid is from squid.
+				ours, theirs = pair[0]+"-squidtwin", pair[0]+"-squid"
+			}
 			if _, ok := took[theirs]; !ok {
 				continue
 			}
-			if cpus[theirs] > 0 {
-				b.ReportMetric(cpus[ours].Seconds()/cpus[theirs].Seconds(), pair[0]+"-cpu/"+other)
+			name := pair[0]
+			if pair[1] == "squidtwin" {
+				name += "-twin"
 			}
-			b.ReportMetric(took[theirs]/took[ours], pair[0]+"-goodput/"+other)
+			if cpus[theirs] > 0 {
+				b.ReportMetric(cpus[ours].Seconds()/cpus[theirs].Seconds(), name+"-cpu/"+other)
+			}
+			b.ReportMetric(took[theirs]/took[ours], name+"-goodput/"+other)
 		}
 	}
 }
