@@ -70,25 +70,6 @@ type splitPart struct {
 	closed      bool
 }
 
-// startSplit asks for the last plan.part bytes of b's range on plan.to,
-// and ends b's own range before them; the parts asked for before, all in,
-// follow it.
-func (b *resumingBody) startSplit(plan splitPlan) {
-	s := &splitPart{first: b.end - plan.part + 1, last: b.end, next: b.split, from: b.pos, buf: make([]byte, 0, plan.part)}
-	s.cond.L = &s.mu
-	ctx, stop := context.WithCancel(b.ctx)
-	s.stop = stop
-	in, _ := FromContext(ctx)
-	in = in.requiring(plan.to)
-	in.SizeToBeReceived = plan.part
-	rest := byteRange{first: s.first, last: s.last, total: b.total, v: b.v}
-	b.split, b.end = s, s.first-1
-	b.splits++
-	b.stall.watched.Store(nil) // its connection now owes the first part only
-	b.cb.forgo(plan.part)      // its path's backlog: those bytes come another way
-	go s.fetch(WithIntents(ctx, in), b.t, b.req, rest)
-}
-
 // fetch asks for the part, r of req's object, and reads it into s.buf.
 func (s *splitPart) fetch(ctx context.Context, t *Transport, req *http.Request, r byteRange) {
 	body, cb, err := r.fetch(ctx, t, req) // exactly the part's bytes, or an error
@@ -222,33 +203,3 @@ func (s *splitPart) Close() error {
 // errSplitPart marks the failure of a split part's fetch once begun: the
 // bytes from there on can be asked for again.
 var errSplitPart = errors.New("intents: the split part's download failed")
-
-// takeSplit turns b from the first part, all read, to the split part if
-// that would have the rest sooner (see splitPart.sooner): the first
-// part's connection then closes and the part follows. If not (its answer
-// has not begun, say), the part is abandoned and its bytes come where the
-// first part's did, up to the next part if there is one (that one is in:
-// it is taken there). False if b was closed meanwhile.
-func (b *resumingBody) takeSplit() bool {
-	s := b.split
-	sooner, path, got := s.sooner()
-	if log := b.t.Manager.debugLogger(b.ctx); log != nil {
-		log.Debug("intents: split part", "taken", sooner, "first", s.first, "bytes", s.last-s.first+1, "in", got, "path", pathName(path))
-	}
-	if !sooner {
-		next := s.next
-		s.next = nil
-		s.Close()
-		if b.split, b.end = next, s.last; next != nil {
-			b.end = next.first - 1
-		}
-		return true
-	}
-	b.split, b.end = nil, s.lastByte()
-	// The rest is the parts': in memory, or on its way on an idle path;
-	// the first part's server sends the part on its connection too.
-	b.move = nil
-	b.body().Close()
-	b.path = path
-	return b.setBody(s)
-}
