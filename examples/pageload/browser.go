@@ -54,10 +54,13 @@ type browserResult struct {
 	// PLT is the page's loadEventEnd − navigationStart (Navigation
 	// Timing), as the paper measures a browser's load.
 	PLT time.Duration
-	// Resources is how many subresources the page fetched (Resource
-	// Timing), Late how many of them ended after the load event: a page
-	// whose objects all count has none.
+	// Resources is how many of the site's objects the page fetched
+	// (Resource Timing, each URL once), Late how many of them ended after
+	// the load event: a page whose objects all count has none.
 	Resources, Late int
+	// Others are the URLs of the resource entries that are not another of
+	// the site's objects (an object's second entry among them).
+	Others []string
 	// Bytes are the bodies' bytes the browser received, the page's and
 	// its subresources' (of hosts that allow it: Timing-Allow-Origin).
 	Bytes int64
@@ -137,32 +140,41 @@ func (b browser) load(ctx context.Context, url string) (browserResult, error) {
 	// handlers have run. The promise waits for it in the page (evaluated
 	// in the page's current context: a poll from here may meet the
 	// context of the blank page that was).
-	got, err := chromedp.Run(bctx, chromedp.Evaluate[struct{ PLT, Resources, Late, Bytes float64 }](loadTimes, chromedp.EvalAwaitPromise))
+	got, err := chromedp.Run(bctx, chromedp.Evaluate[struct {
+		PLT, Resources, Late, Bytes float64
+		Others                      []string
+	}](loadTimes, chromedp.EvalAwaitPromise))
 	if err != nil {
 		return browserResult{}, fmt.Errorf("browser: %s: %w", url, err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	return browserResult{PLT: time.Duration(got.PLT * float64(time.Millisecond)), Resources: int(got.Resources), Late: int(got.Late),
-		Bytes: int64(got.Bytes), Failed: failed}, nil
+		Bytes: int64(got.Bytes), Failed: failed, Others: got.Others}, nil
 }
 
 // loadTimes resolves, once the page's load event has run, to its load
-// time, how many subresources it fetched, how many of them ended after
-// the load event, and the bytes of every body. The times are the
-// navigation entry's and the resources', on one clock: the legacy
-// performance.timing counts whole milliseconds from another origin, and
-// an object that ended a fraction of a millisecond before the load event
-// could read as after it.
+// time, how many of the site's objects it fetched (each URL once: an
+// object fetched again is one object), how many of them ended after the
+// load event, the bytes of every body, and the URLs of the other resource
+// entries, if any. The times are the navigation entry's and the
+// resources', on one clock: the legacy performance.timing counts whole
+// milliseconds from another origin, and an object that ended a fraction
+// of a millisecond before the load event could read as after it.
 const loadTimes = `new Promise(function(resolve) {
 	(function check() {
 		var nav = performance.getEntriesByType("navigation")[0];
 		if (!nav || !(nav.loadEventEnd > 0)) { setTimeout(check, 5); return; }
-		var end = nav.loadEventEnd - nav.startTime, late = 0;
+		var end = nav.loadEventEnd - nav.startTime, late = 0, n = 0, seen = {}, others = [];
 		var bytes = nav.encodedBodySize;
-		var rs = performance.getEntriesByType("resource");
-		rs.forEach(function(r) { if (r.responseEnd > end) late++; bytes += r.encodedBodySize; });
-		resolve({PLT: end, Resources: rs.length, Late: late, Bytes: bytes});
+		performance.getEntriesByType("resource").forEach(function(r) {
+			if (new URL(r.name).pathname.indexOf("` + pageload.SitePrefix + `") != 0 || seen[r.name]) { others.push(r.name); return; }
+			seen[r.name] = true;
+			n++;
+			if (r.responseEnd > end) late++;
+			bytes += r.encodedBodySize;
+		});
+		resolve({PLT: end, Resources: n, Late: late, Bytes: bytes, Others: others});
 	})();
 })`
 

@@ -621,7 +621,7 @@ func browserLoad(ctx context.Context, c contender, site *pageload.Site, p int, t
 	case len(br.Failed) > 0:
 		return res, fmt.Errorf("browser: %d requests failed; the first: %s", len(br.Failed), br.Failed[0])
 	case br.Resources != want:
-		return res, fmt.Errorf("browser: %d of the page's %d objects fetched", br.Resources, want)
+		return res, fmt.Errorf("browser: %d of the page's %d objects fetched (other entries: %q)", br.Resources, want, br.Others)
 	case br.Late > 0:
 		return res, fmt.Errorf("browser: %d objects ended after the load event", br.Late)
 	case br.Bytes != bytes:
