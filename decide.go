@@ -74,7 +74,7 @@ type query struct {
 }
 
 func (m *Manager) decideUntraced(q query, explain bool, buf []Choice) (decision, error) {
-	in, dest, cands, skip := q.in, q.dest, q.cands, q.skip
+	in, dest := q.in, q.dest
 	d := decision{intent: in.Multipath, choices: buf[:0]}
 	if d.intent == MultipathOff {
 		d.intent = MultipathUnspecified
@@ -89,27 +89,67 @@ func (m *Manager) decideUntraced(q query, explain bool, buf []Choice) (decision,
 	_, loopbackName := m.loopbackAddr(dest.Host)
 	loopback := q.loopback.is(dest.Host) || loopbackName
 	if loopback || (m == nil && !constrained) {
-		if l, ok := in.Types[TypeLoopback]; ok && l == LevelProhibit {
-			d.excl = []Exclusion{{Path: "loopback", Reason: "prohibited (prohibit=loopback)"}}
-			return d, d.noPath(dest, "")
-		}
-		if loopback && constrained {
-			if err := m.loopbackPermitted(in, &d, dest); err != nil {
-				return d, err
-			}
-		}
-		d.reason = "system routing"
-		if loopback {
-			d.reason = "loopback destination"
-		}
-		for i := range cands {
-			if cands[i].Path == nil && cands[i].Available > 0 {
-				d.choices = append(d.choices, Choice{Reuse: &cands[i]})
-			}
-		}
-		d.choices = append(d.choices, Choice{})
-		return d, nil
+		return m.decideUnbound(q, d, loopback, constrained)
 	}
+	silenced := d.permitPaths(m, in, dest, q.skip)
+	if len(d.permitted) == 0 {
+		return d, d.noPath(dest, "")
+	}
+	// System routing is safe only when any path may carry the request.
+	bindSystem := constrained || len(m.cfg.Paths) > 0 || silenced
+	shown := visibleCandidates(q.cands, d.permitted, bindSystem)
+	var pd Decision
+	if m.cfg.Policy == nil {
+		pd.Choices, pd.Reason = []Choice{{}}, "no policy: system routing"
+	} else {
+		req := Request{Intents: *in, Dest: dest, Paths: d.permitted, Candidates: shown, Queued: q.queued, Explain: explain}
+		m.cfg.Policy.Decide(&req, &pd)
+	}
+	d.reason = pd.Reason
+	d.takeChoices(pd.Choices, shown, bindSystem)
+	if in.Multipath == MultipathOff {
+		for i := range d.choices {
+			d.choices[i].MPTCP = false
+		}
+	}
+	if len(d.choices) == 0 {
+		return d, d.noPath(dest, "policy chose no permitted path: "+d.reason)
+	}
+	return d, nil
+}
+
+// decideUnbound is the decision for a loopback destination, or without a
+// Manager and with nothing that constrains the paths: the operating
+// system routes, reusing a pooled connection it routed if one is free.
+func (m *Manager) decideUnbound(q query, d decision, loopback, constrained bool) (decision, error) {
+	in, dest := q.in, q.dest
+	if l, ok := in.Types[TypeLoopback]; ok && l == LevelProhibit {
+		d.excl = []Exclusion{{Path: "loopback", Reason: "prohibited (prohibit=loopback)"}}
+		return d, d.noPath(dest, "")
+	}
+	if loopback && constrained {
+		if err := m.loopbackPermitted(in, &d, dest); err != nil {
+			return d, err
+		}
+	}
+	d.reason = "system routing"
+	if loopback {
+		d.reason = "loopback destination"
+	}
+	for i := range q.cands {
+		if q.cands[i].Path == nil && q.cands[i].Available > 0 {
+			d.choices = append(d.choices, Choice{Reuse: &q.cands[i]})
+		}
+	}
+	d.choices = append(d.choices, Choice{})
+	return d, nil
+}
+
+// permitPaths sets d's permitted paths and their exclusions: the intents'
+// permissions, less the paths that already failed this request (skip)
+// and, while another path may carry it, those that went silent (which
+// it reports).
+func (d *decision) permitPaths(m *Manager, in *Intents, dest Destination, skip []*Path) (silenced bool) {
 	d.permitted, d.excl = permit(in, m.Paths(), networkFamily(dest.Network), false)
 	d.permitted = slices.DeleteFunc(d.permitted, func(p *Path) bool {
 		if slices.Contains(skip, p) {
@@ -118,7 +158,6 @@ func (m *Manager) decideUntraced(q query, explain bool, buf []Choice) (decision,
 		}
 		return false
 	})
-	silenced := false
 	if slices.ContainsFunc(d.permitted, responsive) {
 		// A path that went silent is left out while another may carry the
 		// request; with none other it is tried, which may show it is back.
@@ -131,35 +170,35 @@ func (m *Manager) decideUntraced(q query, explain bool, buf []Choice) (decision,
 			return false
 		})
 	}
-	if len(d.permitted) == 0 {
-		return d, d.noPath(dest, "")
-	}
-	// System routing is safe only when any path may carry the request.
-	bindSystem := constrained || len(m.cfg.Paths) > 0 || silenced
+	return silenced
+}
+
+// visibleCandidates are the pooled connections a policy may see: those on
+// a permitted path, and those the OS routed where it may route (cands
+// itself, not a copy, when all are).
+func visibleCandidates(cands []Candidate, permitted []*Path, bindSystem bool) []Candidate {
 	visible := func(c *Candidate) bool {
-		return (c.Path == nil && !bindSystem) || (c.Path != nil && slices.Contains(d.permitted, c.Path))
+		return (c.Path == nil && !bindSystem) || (c.Path != nil && slices.Contains(permitted, c.Path))
 	}
-	shown := cands // all of them, as a rule: no copy then
 	for i := range cands {
 		if !visible(&cands[i]) {
-			shown = nil
+			var shown []Candidate
 			for j := range cands {
 				if visible(&cands[j]) {
 					shown = append(shown, cands[j])
 				}
 			}
-			break
+			return shown
 		}
 	}
-	var pd Decision
-	if m.cfg.Policy == nil {
-		pd.Choices, pd.Reason = []Choice{{}}, "no policy: system routing"
-	} else {
-		req := Request{Intents: *in, Dest: dest, Paths: d.permitted, Candidates: shown, Queued: q.queued, Explain: explain}
-		m.cfg.Policy.Decide(&req, &pd)
-	}
-	d.reason = pd.Reason
-	for _, c := range pd.Choices {
+	return cands
+}
+
+// takeChoices keeps of a policy's choices those it may make: a reuse of
+// a shown candidate, a path permitted, the OS's routing where that is
+// safe (else the permitted paths in preference order), a wait.
+func (d *decision) takeChoices(choices []Choice, shown []Candidate, bindSystem bool) {
+	for _, c := range choices {
 		switch {
 		case c.Wait:
 			d.choices = append(d.choices, Choice{Wait: true})
@@ -177,15 +216,6 @@ func (m *Manager) decideUntraced(q query, explain bool, buf []Choice) (decision,
 			d.choices = append(d.choices, c)
 		}
 	}
-	if in.Multipath == MultipathOff {
-		for i := range d.choices {
-			d.choices[i].MPTCP = false
-		}
-	}
-	if len(d.choices) == 0 {
-		return d, d.noPath(dest, "policy chose no permitted path: "+d.reason)
-	}
-	return d, nil
 }
 
 // hostHint is what a caller knows of a host: whether it is a loopback

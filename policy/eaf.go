@@ -161,71 +161,16 @@ func (e *EAF) Move(req *intents.Request, from *intents.Candidate) (*intents.Path
 	here := &models[i]
 	others := arriving(here, from)
 	stay := others.shared(size, here.transfer(size, here.iw+float64(from.BytesIn)))
-	// A path's share of the connections is by its capacity; one whose
-	// capacity is still a guess is counted as fast as this one, not
-	// faster: a path that turns out no faster than this one, and already
-	// busy, would gain nothing by a move but lose the bytes on their way
-	// here.
-	shareCap := func(pm *pathModel) float64 {
-		if pm == here || pm.measured {
-			return pm.cap
-		}
-		return here.cap
-	}
-	// A path's load is its connections, or the requests in flight on this
-	// destination's connections there if more: an HTTP/3 connection
-	// carries many at once.
-	load := func(j int) float64 {
-		var inFlight float64
-		for k := range req.Candidates {
-			if req.Candidates[k].Path == req.Paths[j] {
-				inFlight += float64(req.Candidates[k].InFlight)
-			}
-		}
-		return max(models[j].active, inFlight)
-	}
-	var active, capacity float64
-	for j := range models {
-		active += load(j)
-		capacity += shareCap(&models[j])
-	}
-	// Where every connection adds throughput somewhere (connShares), a
-	// path holding fewer than fill it takes the move even while requests
-	// queue, and one holding as many does not: the queue would not give
-	// it the connections before this path's are done with their bytes.
 	var sbuf [16]pathModel
 	var abuf [16]int
-	afterMove := append(sbuf[:0], models...)
-	afterMove[i].active = others.active
-	shares, scarce := connShares(afterMove, size, abuf[:0])
-	tail := stay > e.othersEnd(req, models, i, size)
+	t := moveTargets{e: e, req: req, models: models, i: i, size: size}
+	t.weigh(others, stay, sbuf[:0], abuf[:0])
 	best, bestAt, bestReuse := -1, 0.0, (*intents.Candidate)(nil)
 	for j := range models {
-		pm := &models[j]
-		if j == i || (pm.unseen && !(here.measured && here.cap < pm.cap)) {
+		if !t.eligible(j) {
 			continue
 		}
-		switch {
-		case tail:
-		case scarce:
-			if pm.active >= float64(shares[j]) {
-				continue
-			}
-		case (active > 0 && load(j)/active >= shareCap(pm)/capacity) || (req.Queued > 0 && hasConn(req, req.Paths[j])):
-			continue
-		}
-		at, reuse := e.setupRTTs(true, req.Dest.TLS)*pm.rtt+pm.shared(size, pm.transfer(size, pm.iw)), (*intents.Candidate)(nil)
-		// An idle connection there (a page's tail: its path is done while
-		// this one still carries) takes the rest in a round trip, with
-		// the window its transfers grew; the Transport moves onto it.
-		for k := range req.Candidates {
-			if c := &req.Candidates[k]; c.Path == req.Paths[j] && c.Available > 0 && c.InFlight == 0 {
-				if r := e.reuse(*pm, c, size); r < at {
-					at, reuse = r, c
-				}
-			}
-		}
-		if best < 0 || at < bestAt {
+		if at, reuse := t.arrival(j); best < 0 || at < bestAt {
 			best, bestAt, bestReuse = j, at, reuse
 		}
 	}
@@ -251,6 +196,96 @@ func (e *EAF) Move(req *intents.Request, from *intents.Candidate) (*intents.Path
 		" vs " + from.Path.Name + " #" + strconv.FormatUint(from.ID, 10) + " " + seconds(stay).Round(time.Millisecond).String() +
 		" at " + strconv.FormatFloat(here.cap*8/1e6, 'f', 1, 64) + " Mbit/s" +
 		" (" + strconv.FormatInt(req.Intents.SizeToBeReceived, 10) + " B to come)"
+}
+
+// moveTargets weighs the other paths a response on path i may move to
+// (see Move).
+type moveTargets struct {
+	e      *EAF
+	req    *intents.Request
+	models []pathModel
+	i      int
+	size   float64
+	// The paths' connections and capacity, for their shares; the shares
+	// of the connections after the move where every connection adds
+	// throughput somewhere (scarce); whether the response is the page's
+	// tail wherever the queue goes.
+	active, capacity float64
+	shares           []int
+	scarce, tail     bool
+}
+
+// weigh sets t's shares and tail, with others the response's path as the
+// transfers beside it see it and stay its arrival there.
+func (t *moveTargets) weigh(others pathModel, stay float64, sbuf []pathModel, abuf []int) {
+	for j := range t.models {
+		t.active += t.load(j)
+		t.capacity += t.shareCap(&t.models[j])
+	}
+	// Where every connection adds throughput somewhere (connShares), a
+	// path holding fewer than fill it takes the move even while requests
+	// queue, and one holding as many does not: the queue would not give
+	// it the connections before this path's are done with their bytes.
+	afterMove := append(sbuf, t.models...)
+	afterMove[t.i].active = others.active
+	t.shares, t.scarce = connShares(afterMove, t.size, abuf)
+	t.tail = stay > t.e.othersEnd(t.req, t.models, t.i, t.size)
+}
+
+// shareCap is a path's capacity for its share of the connections; one
+// whose capacity is still a guess is counted as fast as the response's
+// path, not faster: a path that turns out no faster, and already busy,
+// would gain nothing by a move but lose the bytes on their way.
+func (t *moveTargets) shareCap(pm *pathModel) float64 {
+	if here := &t.models[t.i]; pm == here || pm.measured {
+		return pm.cap
+	}
+	return t.models[t.i].cap
+}
+
+// load is path j's connections, or the requests in flight on the
+// destination's connections there if more: an HTTP/3 connection carries
+// many at once.
+func (t *moveTargets) load(j int) float64 {
+	var inFlight float64
+	for k := range t.req.Candidates {
+		if t.req.Candidates[k].Path == t.req.Paths[j] {
+			inFlight += float64(t.req.Candidates[k].InFlight)
+		}
+	}
+	return max(t.models[j].active, inFlight)
+}
+
+// eligible reports whether the response may move to path j.
+func (t *moveTargets) eligible(j int) bool {
+	pm, here := &t.models[j], &t.models[t.i]
+	if j == t.i || (pm.unseen && !(here.measured && here.cap < pm.cap)) {
+		return false
+	}
+	switch {
+	case t.tail:
+		return true
+	case t.scarce:
+		return pm.active < float64(t.shares[j])
+	}
+	return !(t.active > 0 && t.load(j)/t.active >= t.shareCap(pm)/t.capacity) && !(t.req.Queued > 0 && hasConn(t.req, t.req.Paths[j]))
+}
+
+// arrival is when the response's rest would arrive over path j: on a new
+// connection, or on an idle one there (a page's tail: its path is done
+// while this one still carries), which takes it in a round trip with the
+// window its transfers grew; the Transport moves onto that one.
+func (t *moveTargets) arrival(j int) (float64, *intents.Candidate) {
+	pm := &t.models[j]
+	at, reuse := t.e.setupRTTs(true, t.req.Dest.TLS)*pm.rtt+pm.shared(t.size, pm.transfer(t.size, pm.iw)), (*intents.Candidate)(nil)
+	for k := range t.req.Candidates {
+		if c := &t.req.Candidates[k]; c.Path == t.req.Paths[j] && c.Available > 0 && c.InFlight == 0 {
+			if r := t.e.reuse(*pm, c, t.size); r < at {
+				at, reuse = r, c
+			}
+		}
+	}
+	return at, reuse
 }
 
 // othersEnd is when the paths other than i would be done with the
@@ -346,31 +381,8 @@ func (e *EAF) Split(req *intents.Request, from *intents.Candidate) (*intents.Pat
 			continue // a busy path's transfers would only share their capacity with the part
 		}
 		pm := models[j]
-		var idle []*intents.Candidate // looked up once: the bisection below asks thereFor 40 times
-		for k := range req.Candidates {
-			if c := &req.Candidates[k]; c.Path == req.Paths[j] && c.Available > 0 && c.InFlight == 0 {
-				idle = append(idle, c)
-			}
-		}
-		thereFor := func(n float64) float64 {
-			at := e.setupRTTs(true, req.Dest.TLS)*pm.rtt + pm.shared(n, pm.transfer(n, pm.iw))
-			for _, c := range idle {
-				at = min(at, e.reuse(pm, c, n))
-			}
-			return at
-		}
-		// Where the first part's time, falling as the part grows, meets
-		// the part's, rising.
-		lo, hi := 0.0, size
-		for range 40 {
-			mid := (lo + hi) / 2
-			if stayFor(size-mid) > thereFor(mid) {
-				lo = mid
-			} else {
-				hi = mid
-			}
-		}
-		if at := max(stayFor(size-hi), thereFor(hi)); best < 0 || at < bestAt {
+		hi, at := e.splitAt(req, req.Paths[j], pm, size, stayFor)
+		if best < 0 || at < bestAt {
 			// Half first where the path's capacity is a guess, if the
 			// half is still many of its bandwidth-delay products: each
 			// part costs its connection a round trip and some slow
@@ -405,6 +417,37 @@ func (e *EAF) Split(req *intents.Request, from *intents.Candidate) (*intents.Pat
 		", both parts predicted " + seconds(bestAt).Round(time.Millisecond).String() + " vs " + from.Path.Name + " #" +
 		strconv.FormatUint(from.ID, 10) + " " + seconds(stay).Round(time.Millisecond).String() + " whole (" +
 		strconv.FormatInt(req.Intents.SizeToBeReceived, 10) + " B to come)"
+}
+
+// splitAt is the part of a response's size bytes that an idle path p
+// (modelled by pm) would take, and when both parts would be in: where
+// the first part's time on its own path (stayFor), falling as the part
+// grows, meets the part's on p, over a new connection or an idle one
+// there, rising.
+func (e *EAF) splitAt(req *intents.Request, p *intents.Path, pm pathModel, size float64, stayFor func(float64) float64) (part, at float64) {
+	var idle []*intents.Candidate // looked up once: the bisection asks thereFor 40 times
+	for k := range req.Candidates {
+		if c := &req.Candidates[k]; c.Path == p && c.Available > 0 && c.InFlight == 0 {
+			idle = append(idle, c)
+		}
+	}
+	thereFor := func(n float64) float64 {
+		at := e.setupRTTs(true, req.Dest.TLS)*pm.rtt + pm.shared(n, pm.transfer(n, pm.iw))
+		for _, c := range idle {
+			at = min(at, e.reuse(pm, c, n))
+		}
+		return at
+	}
+	lo, hi := 0.0, size
+	for range 40 {
+		mid := (lo + hi) / 2
+		if stayFor(size-mid) > thereFor(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return hi, max(stayFor(size-hi), thereFor(hi))
 }
 
 // hasConn reports whether req's destination has a connection on p.
