@@ -319,74 +319,100 @@ func (b *aggBody) schedule() {
 	if b.err != nil || b.closed {
 		return
 	}
-	inFlight := 0
+	sl := aggSlots{perPath: max(1, b.cfg.MaxParallel/max(len(b.paths), 1)), max: b.cfg.MaxParallel}
 	for _, a := range b.paths {
-		inFlight += a.inFlight
-	}
-	perPath := max(1, b.cfg.MaxParallel/max(len(b.paths), 1))
-	free := func(a *aggPath) bool { return a.dead == nil && a.inFlight < perPath && inFlight < b.cfg.MaxParallel }
-	best := func(n int64) *aggPath {
-		var pick *aggPath
-		var at time.Duration
-		for _, a := range b.paths {
-			if a.dead != nil {
-				continue
-			}
-			// A path without a free slot must first finish one.
-			t := b.predict(a, n)
-			if pick == nil || t < at {
-				pick, at = a, t
-			}
-		}
-		return pick
+		sl.inFlight += a.inFlight
 	}
 	for {
-		started := false
-		// Orphans: chunks whose fetch failed, once their backoff is over.
-		now := time.Now()
-		for _, c := range b.chunks {
-			if !c.fetching && !c.done() && !now.Before(c.retryAt) {
-				// The reader waits for this one: it goes now, beside what
-				// the path has in flight, not after it.
-				blocking := c.start <= b.pos && b.pos < c.end
-				if a := best(c.size() - c.got); a != nil && (free(a) || blocking) {
-					b.start(c, a, c.start+c.got, false)
-					inFlight++
-					started = true
-				}
-			}
-		}
-		if b.next < b.total && b.next < b.pos+b.cfg.Window {
-			for _, a := range b.paths {
-				if !free(a) {
-					continue
-				}
-				n := min(b.chunkFor(a), b.total-b.next)
-				if best(n) != a {
-					continue // another path would have it sooner, even after what it has
-				}
-				c := &chunk{start: b.next, end: b.next + n, buf: make([]byte, n)}
-				b.chunks = append(b.chunks, c)
-				b.buffered += n
-				b.peak = max(b.peak, b.buffered)
-				b.next += n
-				b.start(c, a, c.start, false)
-				inFlight++
-				started = true
-				break
-			}
-		}
-		if !started {
+		orphans := b.startOrphans(&sl)
+		if !b.startNext(&sl) && !orphans {
 			break
 		}
 	}
 	if b.next < b.total {
 		return
 	}
-	// The tail: an idle path re-asks for the rest of the chunk predicted
-	// to finish last, if it would finish that sooner.
+	b.duplicateTail(&sl)
+}
+
+// aggSlots are the fetches an aggregated body may have at once: per path
+// and in all.
+type aggSlots struct{ inFlight, perPath, max int }
+
+// free reports whether a may start a fetch.
+func (sl *aggSlots) free(a *aggPath) bool {
+	return a.dead == nil && a.inFlight < sl.perPath && sl.inFlight < sl.max
+}
+
+// soonest is the live path predicted to have n more bytes in first,
+// what it has in flight included.
+func (b *aggBody) soonest(n int64) *aggPath {
+	var pick *aggPath
+	var at time.Duration
 	for _, a := range b.paths {
-		if a.inFlight > 0 || !free(a) {
+		if a.dead != nil {
+			continue
+		}
+		if t := b.predict(a, n); pick == nil || t < at {
+			pick, at = a, t
+		}
+	}
+	return pick
+}
+
+// startOrphans starts the chunks whose fetch failed, once their backoff
+// is over, each on the path that would have it soonest; it reports
+// whether it started any.
+func (b *aggBody) startOrphans(sl *aggSlots) bool {
+	started := false
+	now := time.Now()
+	for _, c := range b.chunks {
+		if c.fetching || c.done() || now.Before(c.retryAt) {
+			continue
+		}
+		// The reader waits for this one: it goes now, beside what the
+		// path has in flight, not after it.
+		blocking := c.start <= b.pos && b.pos < c.end
+		if a := b.soonest(c.size() - c.got); a != nil && (sl.free(a) || blocking) {
+			b.start(c, a, c.start+c.got, false)
+			sl.inFlight++
+			started = true
+		}
+	}
+	return started
+}
+
+// startNext starts, within the window, the next chunk on the first free
+// path that would have it soonest; it reports whether it started one.
+func (b *aggBody) startNext(sl *aggSlots) bool {
+	if b.next >= b.total || b.next >= b.pos+b.cfg.Window {
+		return false
+	}
+	for _, a := range b.paths {
+		if !sl.free(a) {
+			continue
+		}
+		n := min(b.chunkFor(a), b.total-b.next)
+		if b.soonest(n) != a {
+			continue // another path would have it sooner, even after what it has
+		}
+		c := &chunk{start: b.next, end: b.next + n, buf: make([]byte, n)}
+		b.chunks = append(b.chunks, c)
+		b.buffered += n
+		b.peak = max(b.peak, b.buffered)
+		b.next += n
+		b.start(c, a, c.start, false)
+		sl.inFlight++
+		return true
+	}
+	return false
+}
+
+// duplicateTail has each idle path ask again for the rest of the chunk
+// predicted to finish last, if it would finish that sooner.
+func (b *aggBody) duplicateTail(sl *aggSlots) {
+	for _, a := range b.paths {
+		if a.inFlight > 0 || !sl.free(a) {
 			continue
 		}
 		var worst *chunk
@@ -395,8 +421,7 @@ func (b *aggBody) schedule() {
 			if c.done() || c.dup != nil || !c.fetching || c.owner == nil || c.owner == a {
 				continue
 			}
-			at := b.predict(c.owner, 0)
-			if worst == nil || at > worstAt {
+			if at := b.predict(c.owner, 0); worst == nil || at > worstAt {
 				worst, worstAt = c, at
 			}
 		}
@@ -406,7 +431,7 @@ func (b *aggBody) schedule() {
 		from := worst.start + worst.got
 		if left := worst.end - from; left > 0 && b.predict(a, left) < worstAt*4/5 {
 			b.start(worst, a, from, true)
-			inFlight++
+			sl.inFlight++
 		}
 	}
 }

@@ -67,22 +67,7 @@ func (s *scheduler) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant,
 		return grant{}, stepWait
 	}
 	now := time.Now()
-	cands := sc.cands[:0]
-	for _, e := range s.pool.reg.entries[w.key] {
-		if e.migrating {
-			continue
-		}
-		cand := e.candidate(now)
-		// A connection with a reader of its own that can take a request
-		// is alive; one that cannot may be dead, and is asked.
-		if cand.Available == 0 && e.c.ownReader() && e.c.dead() {
-			s.pool.remove(e)
-			continue
-		}
-		cand.Waiting, cand.WaitingBytes = s.queue.waitingFor(e, w)
-		cands = append(cands, cand)
-	}
-	sc.cands = cands
+	cands := s.candidates(w, now, sc)
 	var originTypical int64
 	if w.sizeOrigin != "" && s.originSize != nil {
 		if typical, source := s.originSize(w.sizeOrigin); source != "" {
@@ -108,7 +93,37 @@ func (s *scheduler) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant,
 	if err != nil {
 		return grant{err: err}, stepGranted
 	}
-	for i, ch := range d.choices {
+	return s.apply(w, only, d.choices, now)
+}
+
+// candidates snapshots the connections of w's destination for its
+// policy, with the requests waiting for each, under s.pool.mu; a
+// connection that cannot take a request and is dead is removed.
+func (s *scheduler) candidates(w *waiter, now time.Time, sc *decideScratch) []Candidate {
+	cands := sc.cands[:0]
+	for _, e := range s.pool.reg.entries[w.key] {
+		if e.migrating {
+			continue
+		}
+		cand := e.candidate(now)
+		// A connection with a reader of its own that can take a request
+		// is alive; one that cannot may be dead, and is asked.
+		if cand.Available == 0 && e.c.ownReader() && e.c.dead() {
+			s.pool.remove(e)
+			continue
+		}
+		cand.Waiting, cand.WaitingBytes = s.queue.waitingFor(e, w)
+		cands = append(cands, cand)
+	}
+	sc.cands = cands
+	return cands
+}
+
+// apply takes the first of a decision's choices that can be had for w
+// (only: a new connection on that path, first, or nothing), under
+// s.pool.mu.
+func (s *scheduler) apply(w *waiter, only *Path, choices []Choice, now time.Time) (grant, step) {
+	for i, ch := range choices {
 		if only != nil && (i > 0 || ch.Wait || ch.Reuse != nil || !ch.Fresh || ch.Path != only) {
 			return grant{}, stepWait
 		}
@@ -126,7 +141,7 @@ func (s *scheduler) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant,
 			return g, st
 		}
 	}
-	if len(d.choices) > 0 && only == nil {
+	if len(choices) > 0 && only == nil {
 		// The first choice was a connection on a path (not Fresh), none
 		// free there, or a new one on a path that has some (which
 		// applyNew made room for only where that evens the paths out),
@@ -136,7 +151,7 @@ func (s *scheduler) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant,
 		// slot. Not before the later choices were tried: a policy that
 		// names a path first and the others as fallbacks (RoundRobin)
 		// means a free connection there rather than a closed one.
-		ch := d.choices[0]
+		ch := choices[0]
 		if !ch.Wait && ch.Reuse == nil && (!ch.Fresh || s.pool.reg.connsOn(w.key, ch.Path) > 0) && !s.pool.reg.roomFor(w.key) {
 			s.replaceIdleFor(w, ch.Path, !s.queue.aheadOf(w), true)
 			if g, st := s.applyNew(w, ch, false, now); st == stepGranted {
