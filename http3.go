@@ -405,28 +405,21 @@ func (t *Transport) raceHTTP3(ctx context.Context, ch Choice, o origin, port uin
 	tcp func(context.Context, Choice) (pooled, net.Conn, error)) (pooled, net.Conn, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	type result struct {
-		c    pooled
-		raw  net.Conn
-		err  error
-		quic bool
-	}
-	results := make(chan result, 2)
+	r := &h3Race{results: make(chan h3RaceResult, 2), running: 1}
 	go func() {
 		c, err := t.dialHTTP3(ctx, ch, o, port, opened)
 		if err != nil {
-			results <- result{err: err, quic: true}
+			r.results <- h3RaceResult{err: err, quic: true}
 			return
 		}
-		results <- result{c: c, raw: quicConnView{c.c}, quic: true}
+		r.results <- h3RaceResult{c: c, raw: quicConnView{c.c}, quic: true}
 	}()
-	running, tcpStarted := 1, false
 	startTCP := func() {
-		tcpStarted = true
-		running++
+		r.tcpStarted = true
+		r.running++
 		go func() {
 			c, raw, err := tcp(ctx, ch)
-			results <- result{c: c, raw: raw, err: err}
+			r.results <- h3RaceResult{c: c, raw: raw, err: err}
 		}()
 	}
 	delay := t.HTTP3RaceDelay
@@ -439,48 +432,88 @@ func (t *Transport) raceHTTP3(ctx context.Context, ch Choice, o origin, port uin
 		defer tm.Stop()
 		timer = tm.C
 	}
-	var winner *result
-	var quicErr, tcpErr error
-	for running > 0 {
+	for r.running > 0 {
 		select {
 		case <-timer:
 			timer = nil
-			if !tcpStarted && winner == nil {
+			if !r.tcpStarted && r.winner == nil {
 				startTCP()
 			}
-		case r := <-results:
-			running--
-			switch {
-			case winner != nil: // the loser, after the cancel: closed
-				if r.err == nil {
-					r.c.close()
-				}
-			case r.err == nil:
-				winner = &r
-				cancel()
-			case r.quic:
-				quicErr = r.err
+		case res := <-r.results:
+			r.running--
+			if r.receive(res, cancel) && res.quic {
 				t.altSvc.markBroken(o.key, pathName(ch.Path), time.Now())
-				if !tcpStarted && delay > 0 && ctx.Err() == nil {
+				if !r.tcpStarted && delay > 0 && ctx.Err() == nil {
 					startTCP()
 				}
-			default:
-				tcpErr = r.err
 			}
 		}
 	}
-	switch {
-	case winner != nil:
-		if winner.quic {
+	return r.outcome(func(working bool) {
+		if working {
 			t.altSvc.markWorking(o.key, pathName(ch.Path))
-		} else if quicErr == nil {
-			t.altSvc.markBroken(o.key, pathName(ch.Path), time.Now()) // lost the race
+		} else {
+			t.altSvc.markBroken(o.key, pathName(ch.Path), time.Now())
 		}
-		return winner.c, winner.raw, nil
-	case tcpErr != nil:
-		return nil, nil, tcpErr
+	})
+}
+
+// h3Race is raceHTTP3's state: its dials' results, how many are out,
+// the first connection made, and each protocol's error.
+type h3Race struct {
+	results         chan h3RaceResult
+	running         int
+	tcpStarted      bool
+	winner          *h3RaceResult
+	quicErr, tcpErr error
+}
+
+// h3RaceResult is one dial's outcome.
+type h3RaceResult struct {
+	c    pooled
+	raw  net.Conn
+	err  error
+	quic bool
+}
+
+// receive takes a dial's result: the first connection wins (cancel ends
+// the other dial), a later one is closed. It reports whether res failed
+// before any connection was made.
+func (r *h3Race) receive(res h3RaceResult, cancel func()) (failed bool) {
+	switch {
+	case r.winner != nil: // the loser, after the cancel: closed
+		if res.err == nil {
+			res.c.close()
+		}
+	case res.err == nil:
+		r.winner = &res
+		cancel()
+	case res.quic:
+		r.quicErr = res.err
+		return true
 	default:
-		return nil, nil, quicErr
+		r.tcpErr = res.err
+		return true
+	}
+	return false
+}
+
+// outcome is the race's connection, or its error (TCP's, where it ran);
+// mark is told whether HTTP/3 works where it won, and that it does not
+// where TCP won without HTTP/3 failing (it lost the race).
+func (r *h3Race) outcome(mark func(working bool)) (pooled, net.Conn, error) {
+	switch {
+	case r.winner != nil:
+		if r.winner.quic {
+			mark(true)
+		} else if r.quicErr == nil {
+			mark(false) // lost the race
+		}
+		return r.winner.c, r.winner.raw, nil
+	case r.tcpErr != nil:
+		return nil, nil, r.tcpErr
+	default:
+		return nil, nil, r.quicErr
 	}
 }
 
