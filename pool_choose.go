@@ -46,7 +46,7 @@ func (s *scheduler) attempt(w *waiter, only *Path) (grant, bool) {
 	sc := decideScratchPool.Get().(*decideScratch)
 	defer decideScratchPool.Put(sc)
 	for range maxStaleDecisions {
-		g, st := s.decideOnce(w, only, sc)
+		g, st := s.decideOnceUnlocking(w, only, sc)
 		switch st {
 		case stepGranted:
 			g.held = !w.heldSince.IsZero()
@@ -59,10 +59,11 @@ func (s *scheduler) attempt(w *waiter, only *Path) (grant, bool) {
 	return grant{}, false
 }
 
-// decideOnce is one decision of attempt: a snapshot under s.pool.mu, the policy
-// without it, its choices applied under it again.
-func (s *scheduler) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant, step) {
-	s.dropDead(w.key, sc)
+// decideOnceUnlocking is one decision of attempt: a snapshot under
+// s.pool.mu, the policy without it (see withoutLock), its choices applied
+// under it again.
+func (s *scheduler) decideOnceUnlocking(w *waiter, only *Path, sc *decideScratch) (grant, step) {
+	s.dropDeadUnlocking(w.key, sc)
 	if s.left(w) {
 		return grant{}, stepWait
 	}
@@ -78,10 +79,12 @@ func (s *scheduler) decideOnce(w *waiter, only *Path, sc *decideScratch) (grant,
 	}
 	queued := s.queue.bytesFor(w.key, w, originTypical, 0)
 
-	s.pool.mu.Unlock()
-	d, err := s.pool.m.decide(w.ctx, query{in: &w.in, sizeSource: w.sizeSource, dest: w.dest, loopback: w.loopback, cands: cands, skip: w.skip, queued: queued}, sc.choices)
+	var d decision
+	var err error
+	s.withoutLock(func() {
+		d, err = s.pool.m.decide(w.ctx, query{in: &w.in, sizeSource: w.sizeSource, dest: w.dest, loopback: w.loopback, cands: cands, skip: w.skip, queued: queued}, sc.choices)
+	})
 	sc.choices = d.choices[:0]
-	s.pool.mu.Lock()
 
 	if s.left(w) {
 		return grant{}, stepWait
@@ -166,14 +169,24 @@ func (s *scheduler) apply(w *waiter, only *Path, choices []Choice, now time.Time
 // ended, or the pool closed): under s.pool.mu.
 func (s *scheduler) left(w *waiter) bool { return w.queued && !w.inQueue }
 
-// dropDead removes key's dead connections before a decision, so neither
-// the policy nor the limits count them. A connection lent out whole is
-// checked by its socket, outside s.pool.mu (dropped meanwhile).
-func (s *scheduler) dropDead(key string, sc *decideScratch) {
+// withoutLock runs f with s.pool.mu released, and takes it again: the one
+// place where the scheduler lets go of the pool's lock midway, for what
+// must not run under it (a policy's decision, a socket's check). Its
+// callers say so in their names, and check again what may have changed.
+func (s *scheduler) withoutLock(f func()) {
+	s.pool.mu.Unlock()
+	defer s.pool.mu.Lock()
+	f()
+}
+
+// dropDeadUnlocking removes key's dead connections before a decision, so
+// neither the policy nor the limits count them. A connection lent out
+// whole is checked by its socket, without s.pool.mu (see withoutLock).
+func (s *scheduler) dropDeadUnlocking(key string, sc *decideScratch) {
 	sc.peek = sc.peek[:0]
 	for _, e := range s.pool.reg.entries[key] {
 		switch {
-		case e.c.ownReader(): // its reader reports a close or stray bytes: see decideOnce
+		case e.c.ownReader(): // its reader reports a close or stray bytes: see decideOnceUnlocking
 		case e.c.available() == 0:
 		case e.c.dead():
 			s.pool.remove(e)
@@ -184,15 +197,15 @@ func (s *scheduler) dropDead(key string, sc *decideScratch) {
 	if len(sc.peek) == 0 {
 		return
 	}
-	s.pool.mu.Unlock()
 	n := 0
-	for _, e := range sc.peek {
-		if !e.alive() {
-			sc.peek[n] = e
-			n++
+	s.withoutLock(func() {
+		for _, e := range sc.peek {
+			if !e.alive() {
+				sc.peek[n] = e
+				n++
+			}
 		}
-	}
-	s.pool.mu.Lock()
+	})
 	for _, e := range sc.peek[:n] {
 		if e.c.inFlight() == 0 { // not taken meanwhile by a request that looked before it died
 			s.pool.remove(e)
@@ -258,7 +271,7 @@ func (s *scheduler) applyNew(w *waiter, ch Choice, first bool, now time.Time) (g
 	// the paths out: see replaceIdleFor), or, with every connection idle
 	// on other paths, nothing would ever free a slot (a
 	// choice of a connection there, not Fresh, only once the later
-	// choices could not be had: see decideOnce).
+	// choices could not be had: see decideOnceUnlocking).
 	if first && ch.Fresh && !s.pool.reg.roomFor(w.key) {
 		s.replaceIdleFor(w, ch.Path, !s.queue.undecidedAhead(w), false)
 	}

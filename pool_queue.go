@@ -30,7 +30,7 @@ type scheduler struct {
 // waiter is one request asking the pool for a connection, as net/http's
 // wantConn: it gets exactly one grant, or its context ends first.
 type waiter struct {
-	connRequest // its in changes as the origin's size is learnt (see scheduler.decideOnce)
+	connRequest // its in changes as the origin's size is learnt (see scheduler.decideOnceUnlocking)
 	ctx         context.Context
 	skip        []*Path    // the paths its dials failed on
 	ch          chan grant // queued waiters only; buffered 1: a grant is handed over without blocking
