@@ -3,7 +3,6 @@ package intents
 import (
 	"context"
 	"net/http"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -56,143 +55,6 @@ func movingTo(ctx context.Context) (mt *moveTicket, slot bool) {
 	return mt, mt.onto == nil
 }
 
-// mover is the Manager's policy if it moves responses.
-func (m *Manager) mover() Mover {
-	if m == nil {
-		return nil
-	}
-	mv, _ := m.cfg.Policy.(Mover)
-	return mv
-}
-
-// moveTarget asks the policy whether the response arriving on from, with
-// in.SizeToBeReceived bytes still to come, should move, and where to: nil
-// to stay. If its rest could be split (splitFits is set), a Splitter is
-// asked first whether to split it: part > 0 then says to fetch the last
-// part bytes (at most splitRoom) on to, which splitFits allows. It
-// returns the paths the request may use too.
-func (m *Manager) moveTarget(ctx context.Context, in *Intents, dest Destination, cands []Candidate, queued int64, from uint64, splitFits func(*Path) bool, splitRoom int64) (to *Path, part int64, permitted []*Path) {
-	mv := m.mover()
-	if mv == nil {
-		return nil, 0, nil
-	}
-	permitted, excl := permit(in, m.Paths(), networkFamily(dest.Network), false)
-	shown := slices.DeleteFunc(cands, func(c Candidate) bool { return c.Path == nil || !slices.Contains(permitted, c.Path) })
-	i := slices.IndexFunc(shown, func(c Candidate) bool { return c.ID == from })
-	if i < 0 || len(permitted) < 2 {
-		return nil, 0, nil // its path is no longer permitted (gone down, say), or there is nowhere else
-	}
-	trace := decisionTrace(ctx, m)
-	req := Request{Intents: *in, Dest: dest, Paths: permitted, Candidates: shown, Queued: queued, Explain: trace != nil}
-	var reason string
-	if sp, ok := mv.(Splitter); ok && splitFits != nil {
-		// A split first: where it applies, the path the response is on
-		// keeps carrying, which a move would give up.
-		to, part, reason = sp.Split(&req, &shown[i])
-		if part = splitPartOf(part, in.SizeToBeReceived, splitRoom); part == 0 || to == shown[i].Path || !slices.Contains(permitted, to) {
-			to, part = nil, 0
-		} else if !splitFits(to) {
-			to, part = nil, 0
-			reason += " (no connection there now: whole)"
-		}
-	}
-	if to == nil {
-		var why string
-		to, why = mv.Move(&req, &shown[i])
-		if to == shown[i].Path || !slices.Contains(permitted, to) {
-			to = nil
-		}
-		if reason != "" {
-			why = reason + "; " + why
-		}
-		reason = why
-	}
-	if trace != nil {
-		var choices []Choice
-		if to != nil {
-			choices = []Choice{{Path: to, Fresh: true}}
-		}
-		moving := shown[i]
-		trace(DecisionInfo{Intents: *in, SizeSource: SizeFromResponse, Dest: dest, Permitted: permitted, Excluded: excl,
-			Candidates: slices.Clone(shown), Choices: choices, Reason: reason, Moving: &moving, SplitPart: part})
-	}
-	return to, part, permitted
-}
-
-// candidatesOf is the pool's connections to key as a policy sees them,
-// and what the requests waiting for key expect to receive (Request.Queued;
-// a byte at least for each).
-func (c *core) candidatesOf(key string) ([]Candidate, int64) {
-	now := time.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	es := c.reg.entries[key]
-	cands := make([]Candidate, 0, len(es))
-	for _, e := range es {
-		if e.migrating {
-			continue
-		}
-		cand := e.candidate(now)
-		cand.Waiting, cand.WaitingBytes = c.sched.queue.waitingFor(e, nil)
-		cands = append(cands, cand)
-	}
-	var typical int64
-	if c.sched.originSize != nil {
-		typical, _ = c.sched.originSize(key) // a moving request's key is its origin's: never through a proxy
-	}
-	return cands, c.sched.queue.bytesFor(key, nil, typical, 1)
-}
-
-// moveOnto takes e out of the pool, closing it, if its destination has a
-// connection on p that can take the request moving from it now: a new
-// connection would only add a set-up. False, e left as it is, if none has
-// (or e is gone already, or the pool is closed).
-func (c *core) moveOnto(e *entry, p *Path) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || e.removed || !c.reg.hasFreeOn(e.key, p) {
-		return false
-	}
-	c.remove(e)
-	return true
-}
-
-// connectionFor reports whether a request to key could have a connection
-// on p at once: a free one there, room under the limits, or an idle one of
-// key's on another path that a new one there replaces (see
-// replaceIdleFor). A split's part that waited in the queue would come too
-// late to be of use.
-func (c *core) connectionFor(key string, p *Path) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return false
-	}
-	if c.reg.hasFreeOn(key, p) || c.reg.roomFor(key) {
-		return true
-	}
-	for _, e := range c.reg.entries[key] {
-		if e.path != p && !e.migrating && e.c.inFlight() == 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// moveSlot takes e out of the pool, closing it, and gives the place it
-// held in the limits to a new connection on p for the request that moves
-// from it: the queue cannot take that place in between. False if e is
-// gone already or the pool is closed.
-func (c *core) moveSlot(e *entry, dest Destination, p *Path, permitted []*Path, size int64) (dialSlot, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || e.removed {
-		return dialSlot{}, false
-	}
-	c.remove(e)
-	return c.reg.takeDialSlot(e.key, dest, permitted, Choice{Path: p, Fresh: true}, size), true
-}
-
 // moveCheck is what a response needs to be moved, and when its move is
 // next considered.
 type moveCheck struct {
@@ -207,15 +69,6 @@ type moveCheck struct {
 // held reports whether the body stays where it is: an entrant of a race
 // not decided yet, or one that lost it.
 func (mc *moveCheck) held() bool { return mc.race != nil && mc.race.held.Load() }
-
-// movable reports whether a response may move (see Mover): a GET without
-// a body or a Range header, answered 200 with a length on an HTTP/1
-// connection (which it has to itself) or on an HTTP/3 one (whose stream
-// alone ends; see moveTo) bound to a path, not through a proxy, not moved
-// before, and the Manager's policy a Mover.
-func (t *Transport) movable(req *http.Request, resp *http.Response, e *entry, proxied bool) bool {
-	return t.Manager.mover() != nil && !e.mptcp && (resp.ProtoMajor == 1 || multiplexed(e)) && resumable(req, resp, e, proxied)
-}
 
 // multiplexed reports whether e's requests are streams of their own, one
 // of which can end without the connection (HTTP/3).
@@ -308,13 +161,6 @@ func (mc *moveCheck) body(req *http.Request, resp *http.Response, cb *countingBo
 // beside EVDO), and a rate taken over three of them would come too late
 // to act on.
 const stallRateSpan = time.Second
-
-// watchedConn is the connection a resumingBody's Read waits on, and the
-// bytes it owes in all.
-type watchedConn struct {
-	cb   *countingBody
-	owed int64
-}
 
 // resumable reports whether resp, a response to req on e, may resume on
 // another path if e's path goes down (see rangeBody): a whole response of

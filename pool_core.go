@@ -552,17 +552,6 @@ func (c *core) drainGonePaths() {
 	c.sched.serve()
 }
 
-// otherPathUp reports whether a path other than the one named is up (not
-// loopback).
-func (m *Manager) otherPathUp(name string) bool {
-	for _, p := range m.Paths() {
-		if p.Name != name && p.Up && p.Type != TypeLoopback {
-			return true
-		}
-	}
-	return false
-}
-
 // removeWhere removes (and closes) the entries that match, under c.mu.
 func (c *core) removeWhere(match func(*entry) bool) {
 	for _, es := range c.reg.entries {

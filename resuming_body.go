@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -390,4 +391,24 @@ func (b *resumingBody) Close() error {
 	b.mu.Unlock()
 	b.stop()
 	return rc.Close()
+}
+
+// watchedConn is the connection a resumingBody's Read waits on, and the
+// bytes it owes in all.
+type watchedConn struct {
+	cb   *countingBody
+	owed int64
+}
+
+// stallJudge is a resumingBody's watch on the connection its Read waits
+// on (see resumingBody.checkStall).
+type stallJudge struct {
+	// judge, once set, is asked whether the rest should leave a
+	// connection that has gone quiet; watched is the connection the
+	// body's Read waits on then, and off says the rest leaves the path
+	// that connection is on.
+	judge   *moveCheck
+	watched atomic.Pointer[watchedConn]
+	off     atomic.Bool
+	timer   *time.Timer // under the body's mu: looks again
 }

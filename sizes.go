@@ -1,7 +1,6 @@
 package intents
 
 import (
-	"net/url"
 	"slices"
 	"sync"
 )
@@ -210,23 +209,6 @@ func (o *originSizes) settled() bool {
 	return false
 }
 
-// objectOf names the object at u for the size cache (ok false: u is not
-// an http or https URL).
-func (t *Transport) objectOf(u *url.URL) (objectKey, bool) {
-	o, err := t.originOf(u)
-	if err != nil {
-		return objectKey{}, false
-	}
-	return objectKey{o.key, u.RequestURI()}, true
-}
-
-// rememberSize remembers the size of the object at u.
-func (t *Transport) rememberSize(u *url.URL, size int64) {
-	if k, ok := t.objectOf(u); ok {
-		learnSize(t.sizes, t.core, k, size)
-	}
-}
-
 // learnSize remembers size for k in sizes; the requests c holds until
 // their origin's typical size stands on a few responses (see
 // scheduler.holdsForSizes) are decided again once it does.
@@ -234,12 +216,4 @@ func learnSize(sizes *sizeCache, c *core, k objectKey, size int64) {
 	if sizes.put(k, size) && c.sched.waiting() {
 		c.sched.serve()
 	}
-}
-
-// knownSize is the last size of the object at u, 0 if none is known.
-func (t *Transport) knownSize(u *url.URL) int64 {
-	if k, ok := t.objectOf(u); ok {
-		return t.sizes.get(k)
-	}
-	return 0
 }
