@@ -4,14 +4,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"strings"
 	"sync"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sockintents/intents/internal/sockopt"
 )
 
 // getsockopt names at SOL_MPTCP (linux/mptcp.h).
@@ -82,7 +82,7 @@ func connInfo(fd int) (Info, error) {
 		return Info{}, errors.New("mptcp: not an MPTCP socket")
 	}
 	buf := make([]byte, 256)
-	n, err := getsockopt(fd, unix.SOL_MPTCP, optInfo, buf)
+	n, err := sockopt.Getsockopt(uintptr(fd), unix.SOL_MPTCP, optInfo, buf)
 	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOPROTOOPT) {
 		// A fallen-back socket is a TCP socket underneath: Linux 5.16+ says
 		// EOPNOTSUPP, older kernels ENOPROTOOPT.
@@ -130,7 +130,7 @@ func subflowAddrs(fd int) ([]AddrPair, error) {
 	buf := make([]byte, subflowDataSize+maxSubflows*subflowAddrsSize)
 	binary.NativeEndian.PutUint32(buf[0:], subflowDataSize)   // size_subflow_data
 	binary.NativeEndian.PutUint32(buf[12:], subflowAddrsSize) // size_user
-	n, err := getsockopt(fd, unix.SOL_MPTCP, optSubflowAddrs, buf)
+	n, err := sockopt.Getsockopt(uintptr(fd), unix.SOL_MPTCP, optSubflowAddrs, buf)
 	if err != nil {
 		return nil, os.NewSyscallError("getsockopt MPTCP_SUBFLOW_ADDRS", err)
 	}
@@ -154,37 +154,11 @@ func parseSubflowAddrs(b []byte) ([]AddrPair, error) {
 		if off+subflowAddrsSize > len(b) || size < subflowAddrsSize {
 			break // the kernel had more than the buffer held
 		}
-		local, ok1 := parseSockaddr(b[off : off+128])
-		remote, ok2 := parseSockaddr(b[off+128 : off+256])
+		local, ok1 := sockopt.ParseSockaddr(b[off : off+128])
+		remote, ok2 := sockopt.ParseSockaddr(b[off+128 : off+256])
 		if ok1 && ok2 {
 			out = append(out, AddrPair{local, remote})
 		}
 	}
 	return out, nil
-}
-
-// parseSockaddr reads a sockaddr_in or sockaddr_in6 (host-order family,
-// network-order port).
-func parseSockaddr(b []byte) (netip.AddrPort, bool) {
-	if len(b) < 28 {
-		return netip.AddrPort{}, false
-	}
-	port := binary.BigEndian.Uint16(b[2:4])
-	switch binary.NativeEndian.Uint16(b[0:2]) {
-	case unix.AF_INET:
-		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), port), true
-	case unix.AF_INET6:
-		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])), port), true
-	}
-	return netip.AddrPort{}, false
-}
-
-func getsockopt(fd, level, opt int, buf []byte) (int, error) {
-	n := uint32(len(buf))
-	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt),
-		uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&n)), 0)
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(n), nil
 }

@@ -1,14 +1,14 @@
 package proxy
 
 import (
-	"encoding/binary"
 	"errors"
 	"net"
 	"net/netip"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sockintents/intents/internal/sockopt"
 )
 
 const originalDstSupported = true
@@ -31,23 +31,17 @@ func originalDst(c net.Conn) (netip.AddrPort, error) {
 		level = unix.SOL_IPV6
 	}
 	var buf [unix.SizeofSockaddrInet6]byte
-	size := uint32(len(buf))
-	var errno syscall.Errno
+	var gerr error
 	if err := rc.Control(func(fd uintptr) {
-		_, _, errno = unix.Syscall6(unix.SYS_GETSOCKOPT, fd, uintptr(level), unix.SO_ORIGINAL_DST,
-			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&size)), 0)
+		_, gerr = sockopt.Getsockopt(fd, level, unix.SO_ORIGINAL_DST, buf[:])
 	}); err != nil {
 		return netip.AddrPort{}, err
 	}
-	if errno != 0 {
-		return netip.AddrPort{}, errno
+	if gerr != nil {
+		return netip.AddrPort{}, gerr
 	}
-	port := binary.BigEndian.Uint16(buf[2:4])
-	switch binary.NativeEndian.Uint16(buf[0:2]) {
-	case unix.AF_INET:
-		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(buf[4:8])), port), nil
-	case unix.AF_INET6:
-		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(buf[8:24])).Unmap(), port), nil
+	if dst, ok := sockopt.ParseSockaddr(buf[:]); ok {
+		return netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port()), nil
 	}
 	return netip.AddrPort{}, errors.New("original destination of an unknown family")
 }
