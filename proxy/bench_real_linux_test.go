@@ -47,6 +47,32 @@ func pinning() []string {
 	return nil
 }
 
+// bigObjectNginx serves an object of benchSize bytes (zeros, from the
+// page cache) as /big from nginx on loopback, over HTTP and HTTPS, for
+// curl: the addresses and the CA's PEM file. Without curl or nginx it
+// skips b.
+func bigObjectNginx(b *testing.B) (size int64, plain, secure, caFile string) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		b.Skip("needs curl")
+	}
+	size = benchSize()
+	dir := b.TempDir()
+	www := filepath.Join(dir, "www")
+	os.MkdirAll(www, 0o755)
+	f, err := os.Create(filepath.Join(www, "big"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Truncate(size); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	if plain, secure, caFile = startLoopbackNginx(b, dir); plain == "" {
+		b.Skip("needs nginx")
+	}
+	return size, plain, secure, caFile
+}
+
 // BenchmarkProxyCurlNginx downloads an object (1 GB; INTENTS_BENCH_SIZE
 // if set) from nginx with curl, each in a process of its own, over
 // loopback: direct, through this proxy (plain HTTP forwarded, HTTPS
@@ -55,28 +81,7 @@ func pinning() []string {
 // each way's goodput (curl's) and the proxied ones as a fraction of the
 // direct one's.
 func BenchmarkProxyCurlNginx(b *testing.B) {
-	if _, err := exec.LookPath("curl"); err != nil {
-		b.Skip("needs curl")
-	}
-	size := int64(1 << 30)
-	if v, err := strconv.ParseInt(os.Getenv("INTENTS_BENCH_SIZE"), 10, 64); err == nil && v > 0 {
-		size = v
-	}
-	dir := b.TempDir()
-	www := filepath.Join(dir, "www")
-	os.MkdirAll(www, 0o755)
-	f, err := os.Create(filepath.Join(www, "big"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := f.Truncate(size); err != nil { // zeros, from the page cache
-		b.Fatal(err)
-	}
-	f.Close()
-	plain, secure, caFile := startLoopbackNginx(b, dir)
-	if plain == "" {
-		b.Skip("needs nginx")
-	}
+	size, plain, secure, caFile := bigObjectNginx(b)
 	s, addr := benchProxy(b)
 	sp, pp := loopbackPort(secure), loopbackPort(plain)
 	s.AnyPort, s.Ports = false, []uint16{uint16(sp), uint16(pp)}
@@ -160,13 +165,7 @@ shutdown_lifetime 0 seconds
 		b.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-N", "-f", conf)
-	testbed.StartDaemon(b, cmd, func() error {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	}, os.Kill)
+	testbed.StartDaemon(b, cmd, accepting(addr), os.Kill)
 	return addr, cmd.Process
 }
 
@@ -212,28 +211,7 @@ func processCPU(b *testing.B, pid int) time.Duration {
 // relayed, each way's goodput, and this proxy's figures over the others'
 // (and a second squid's over squid's: the ratios' own noise).
 func BenchmarkProxyCPU(b *testing.B) {
-	if _, err := exec.LookPath("curl"); err != nil {
-		b.Skip("needs curl")
-	}
-	size := int64(1 << 30)
-	if v, err := strconv.ParseInt(os.Getenv("INTENTS_BENCH_SIZE"), 10, 64); err == nil && v > 0 {
-		size = v
-	}
-	dir := b.TempDir()
-	www := filepath.Join(dir, "www")
-	os.MkdirAll(www, 0o755)
-	f, err := os.Create(filepath.Join(www, "big"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := f.Truncate(size); err != nil {
-		b.Fatal(err)
-	}
-	f.Close()
-	plain, secure, caFile := startLoopbackNginx(b, dir)
-	if plain == "" {
-		b.Skip("needs nginx")
-	}
+	size, plain, secure, caFile := bigObjectNginx(b)
 	s, addr := benchProxy(b)
 	sp, pp := loopbackPort(secure), loopbackPort(plain)
 	s.AnyPort, s.Ports = false, []uint16{uint16(sp), uint16(pp)}

@@ -81,6 +81,26 @@ func loopbackPort(addr string) int {
 	return p
 }
 
+// benchSize is the size of the benchmarks' downloads: 1 GB, or
+// INTENTS_BENCH_SIZE bytes if set.
+func benchSize() int64 {
+	if v, err := strconv.ParseInt(os.Getenv("INTENTS_BENCH_SIZE"), 10, 64); err == nil && v > 0 {
+		return v
+	}
+	return 1 << 30
+}
+
+// accepting is a daemon's readiness: a dial to addr succeeds.
+func accepting(addr string) func() error {
+	return func() error {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+}
+
 // startTinyproxy runs tinyproxy (Debian's) on loopback, tunnelling to
 // connectPort, for the benchmarks to set this proxy beside one users run;
 // "" if it is not installed.
@@ -105,13 +125,7 @@ func startTinyproxyProcess(b *testing.B, connectPort int) (string, *os.Process) 
 		b.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-d", "-c", conf)
-	testbed.StartDaemon(b, cmd, func() error {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	}, os.Kill)
+	testbed.StartDaemon(b, cmd, accepting(addr), os.Kill)
 	return addr, cmd.Process
 }
 
@@ -124,10 +138,7 @@ func startTinyproxyProcess(b *testing.B, connectPort int) (string, *os.Process) 
 // process's CPU time per GB of each (client, server and proxy share the
 // process: the proxy's own cost is the difference).
 func BenchmarkProxyDownload(b *testing.B) {
-	size := int64(1 << 30)
-	if v, err := strconv.ParseInt(os.Getenv("INTENTS_BENCH_SIZE"), 10, 64); err == nil && v > 0 {
-		size = v
-	}
+	size := benchSize()
 	plain := httptest.NewServer(sink())
 	defer plain.Close()
 	secure := httptest.NewTLSServer(sink())
