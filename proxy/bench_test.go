@@ -76,8 +76,7 @@ func freeLoopbackAddr(b *testing.B) string {
 
 // loopbackPort is addr's port.
 func loopbackPort(addr string) int {
-	_, port, _ := net.SplitHostPort(addr)
-	p, _ := strconv.Atoi(port)
+	p, _ := strconv.Atoi(port(addr))
 	return p
 }
 
