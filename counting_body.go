@@ -16,11 +16,18 @@ func countedBy(rc io.ReadCloser) *countingBody {
 	return cb
 }
 
+// newCountingBody counts rc, a response body on e's connection, for t's
+// statistics and e's path.
+func newCountingBody(rc io.ReadCloser, t *Transport, e *entry) *countingBody {
+	return &countingBody{rc: rc, t: t, e: e, pc: t.counters(e.path), start: time.Now()}
+}
+
 // countingBody counts a response body's bytes for the path's statistics.
 type countingBody struct {
 	rc    io.ReadCloser
 	t     *Transport
 	e     *entry
+	pc    *pathCounters // t's on e's path: looked up once, not per Read
 	start time.Time
 	// sizeOf, when set, is told the body's size once it was read to its
 	// end: a response without Content-Length.
@@ -56,7 +63,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	b.e.bytesIn.Add(int64(n))
 	if n > 0 {
 		// Counted as they arrive: a progress display reads them.
-		b.t.counters(b.e.path).bytesReceived.Add(int64(n))
+		b.pc.bytesReceived.Add(int64(n))
 		var onPath int64
 		if !b.e.mptcp { // its bytes came over several paths
 			onPath = b.e.path.delivered(int64(n))
@@ -216,7 +223,7 @@ func (b *countingBody) finish() {
 	if from := b.sampleStart.Load(); from != 0 {
 		b.tellPath(n, now.Sub(time.Unix(0, from)))
 	}
-	b.t.counters(b.e.path).receiveNanos.Add(int64(d))
+	b.pc.receiveNanos.Add(int64(d))
 }
 
 // path is the path the body comes over (nil: the OS's routing, or no

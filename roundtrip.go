@@ -226,7 +226,7 @@ func (r *request) wrapBody(resp *http.Response, e *entry, expect int64) (*http.R
 			}
 		}
 	}
-	cb := &countingBody{rc: resp.Body, t: t, e: e, start: time.Now()}
+	cb := newCountingBody(resp.Body, t, e)
 	if r.object.origin != "" && resp.ContentLength < 0 && resp.StatusCode == http.StatusOK {
 		sizes, core, of := t.sizes, t.core, r.object // copies: the body keeps no request
 		cb.sizeOf = func(n int64) { learnSize(sizes, core, of, n) }

@@ -351,7 +351,7 @@ func TestCountingBodySamplesOnlyAfterTheFirstRead(t *testing.T) {
 		p := &Path{Name: "p", est: estimate.New(0, 0)}
 		tr := &Transport{}
 		tr.init()
-		cb := &countingBody{rc: io.NopCloser(body), t: tr, e: &entry{path: p}, start: time.Now()}
+		cb := newCountingBody(io.NopCloser(body), tr, &entry{path: p})
 		_, err := io.Copy(io.Discard, cb)
 		require.NoError(t, err)
 		require.NoError(t, cb.Close())
@@ -387,7 +387,7 @@ func TestCountingBodyTellsItsPathBeforeItEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &Path{Name: "p", est: estimate.New(0, 0)}
 		p.est.AddRTT(50 * time.Millisecond)
-		cb := &countingBody{rc: io.NopCloser(pacedReader{chunk: 16_000, interval: 80 * time.Millisecond}), t: tr, e: &entry{path: p}, start: time.Now()}
+		cb := newCountingBody(io.NopCloser(pacedReader{chunk: 16_000, interval: 80 * time.Millisecond}), tr, &entry{path: p})
 		buf := make([]byte, 16_000)
 		read := func(n int) {
 			for range n {
@@ -596,7 +596,7 @@ func TestCountingBodyTimesItsFirstFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &Path{Name: "p", est: estimate.New(0, 0)}
 		p.est.AddRTT(50 * time.Millisecond)
-		cb := &countingBody{rc: io.NopCloser(body(5790*time.Microsecond, 0, 0)), t: tr, e: &entry{path: p}, start: time.Now()}
+		cb := newCountingBody(io.NopCloser(body(5790*time.Microsecond, 0, 0)), tr, &entry{path: p})
 		read(t, cb, 10) // 14 kB, the flight less the headers' room
 		assert.False(t, p.est.Snapshot().CapacityShown, "the flight is not over")
 		read(t, cb, 2) // past one window, 64 ms in: too soon for any other sample
@@ -609,7 +609,7 @@ func TestCountingBodyTimesItsFirstFlight(t *testing.T) {
 		p := &Path{Name: "p", est: estimate.New(0, 0)}
 		p.est.AddRTT(50 * time.Millisecond)
 		// The tenth segment is the first of the second round.
-		cb := &countingBody{rc: io.NopCloser(body(500*time.Microsecond, 10, 50*time.Millisecond)), t: tr, e: &entry{path: p}, start: time.Now()}
+		cb := newCountingBody(io.NopCloser(body(500*time.Microsecond, 10, 50*time.Millisecond)), tr, &entry{path: p})
 		read(t, cb, 17) // every byte but the end
 		assert.False(t, p.est.Snapshot().CapacityShown, "23 Mbit/s, the sender's pace, and a round trip before the next round")
 		require.NoError(t, cb.Close())
@@ -618,7 +618,7 @@ func TestCountingBodyTimesItsFirstFlight(t *testing.T) {
 		p := &Path{Name: "p", est: estimate.New(0, 0)}
 		p.est.AddRTT(50 * time.Millisecond)
 		// The fifth segment lost and sent again a round trip later.
-		cb := &countingBody{rc: io.NopCloser(body(5790*time.Microsecond, 5, 50*time.Millisecond)), t: tr, e: &entry{path: p}, start: time.Now()}
+		cb := newCountingBody(io.NopCloser(body(5790*time.Microsecond, 5, 50*time.Millisecond)), tr, &entry{path: p})
 		read(t, cb, 12) // past one window, 114 ms in: too soon for any other sample
 		assert.False(t, p.est.Snapshot().CapacityShown, "a flight held back by a loss is not the path's pace")
 		require.NoError(t, cb.Close())
