@@ -218,6 +218,7 @@ func (b *countingBody) finish() {
 	}
 	b.e.addPending(-b.expect.Swap(0))
 	now := time.Now()
+	b.t.core.sched.loops.ended(b.e.key, now)
 	d := now.Sub(b.start)
 	n := b.n.Load()
 	if from := b.sampleStart.Load(); from != 0 {

@@ -43,6 +43,7 @@ type query struct {
 	cands      []Candidate
 	skip       []*Path
 	queued     int64
+	guessed    bool // queued is a closed-loop caller's guessed backlog (see closedLoops)
 }
 
 // permitPaths sets d's permitted paths and their exclusions: the intents'
@@ -183,9 +184,13 @@ type DecisionInfo struct {
 	Permitted  []*Path     // the paths the policy was offered
 	Excluded   []Exclusion // and why the others were not
 	Candidates []Candidate // the pooled connections to Dest
-	Choices    []Choice    // what was decided, best first
-	Reason     string      // the policy's reason
-	Err        error       // why nothing could be chosen, if so
+	// Queued is the policy's Request.Queued; QueueGuessed says it is a
+	// guess of what a caller that queues its own requests holds back.
+	Queued       int64
+	QueueGuessed bool
+	Choices      []Choice // what was decided, best first
+	Reason       string   // the policy's reason
+	Err          error    // why nothing could be chosen, if so
 	// Moving, if set, is the connection a response arrives on, and the
 	// decision is whether to move it (see Mover): Choices then hold the
 	// new connection it moves to, or nothing if it stays.
@@ -227,9 +232,19 @@ func decisionTrace(ctx context.Context, m *Manager) func(DecisionInfo) {
 				slog.String("intents", di.Intents.String()),
 				slog.Int("permitted", len(di.Permitted)), slog.Int("candidates", len(di.Candidates)),
 				slog.Any("choices", choices), slog.String("reason", di.Reason), slog.Any("err", di.Err),
+				slog.String("queued", queuedString(di.Queued, di.QueueGuessed)),
 				slog.String("paths", estimatesOf(di.Permitted)))
 		}
 	}
+}
+
+// queuedString is a decision's queued load for the debug log: "0B",
+// "300KB", or "~300KB" for a guess.
+func queuedString(n int64, guessed bool) string {
+	if guessed {
+		return "~" + formatBytes(n)
+	}
+	return formatBytes(n)
 }
 
 // responsive reports whether p is not marked as carrying nothing (see

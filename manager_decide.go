@@ -28,7 +28,7 @@ func (m *Manager) decide(ctx context.Context, q query, buf []Choice) (d decision
 				src = SizeFromIntents
 			}
 			trace(DecisionInfo{Intents: *q.in, SizeSource: src, Dest: q.dest, Permitted: d.permitted, Excluded: d.excl,
-				Candidates: slices.Clone(q.cands), Choices: slices.Clone(d.choices), Reason: d.reason, Err: err})
+				Candidates: slices.Clone(q.cands), Queued: q.queued, QueueGuessed: q.guessed, Choices: slices.Clone(d.choices), Reason: d.reason, Err: err})
 		}()
 	}
 	return m.decideUntraced(q, trace != nil, buf)

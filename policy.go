@@ -167,7 +167,12 @@ type Request struct {
 	// the pool's limits expect to receive (by their size hints): load
 	// still to come, such as the rest of a page whose requests were all
 	// made at once. Decisions are made as connections free up, so without
-	// it a policy sees only the transfers in flight.
+	// it a policy sees only the transfers in flight. Where nothing waits
+	// in the pool but the caller keeps a fixed number of requests in
+	// flight and sends the next as soon as a response ends (a browser
+	// through a proxy), it is a guess: once two such refills came in a
+	// row, as many requests as it refilled in a row, at this one's size,
+	// up to four rounds of its other requests in flight.
 	Queued int64
 	// Explain says that someone will read Decision.Reason (a decision
 	// trace, a debug log). When it is false a policy may give a short

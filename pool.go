@@ -209,6 +209,7 @@ func (c *PooledConn) Release() {
 	if c.done.Swap(true) {
 		return
 	}
+	c.core.sched.loops.ended(c.e.key, time.Now())
 	c.core.release(c.e, c.e.pending.Load()) // whatever did not come will not
 }
 

@@ -77,12 +77,23 @@ func (s *scheduler) decideOnceUnlocking(w *waiter, only *Path, sc *decideScratch
 			w.in.SizeToBeReceived, w.sizeSource = typical, source
 		}
 	}
-	queued := s.queue.bytesFor(w.key, w, originTypical, 0)
+	q := query{in: &w.in, sizeSource: w.sizeSource, dest: w.dest, loopback: w.loopback, cands: cands, skip: w.skip,
+		queued: s.queue.bytesFor(w.key, w, originTypical, 0)}
+	if q.queued == 0 {
+		// Nothing queued here; a caller that queues its requests itself
+		// may still have a backlog.
+		inFlight := 0
+		for _, c := range cands {
+			inFlight += c.InFlight
+		}
+		q.queued = s.loops.backlog(w.key, inFlight, w.in.SizeToBeReceived)
+		q.guessed = q.queued > 0
+	}
 
 	var d decision
 	var err error
 	s.withoutLock(func() {
-		d, err = s.pool.m.decide(w.ctx, query{in: &w.in, sizeSource: w.sizeSource, dest: w.dest, loopback: w.loopback, cands: cands, skip: w.skip, queued: queued}, sc.choices)
+		d, err = s.pool.m.decide(w.ctx, q, sc.choices)
 	})
 	sc.choices = d.choices[:0]
 

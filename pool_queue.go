@@ -23,6 +23,9 @@ type scheduler struct {
 	// originSize and originSettled are the pool's (see coreConfig).
 	originSize    func(origin string) (int64, SizeSource)
 	originSettled func(origin string) bool
+	// loops guesses the backlog of callers that hold their requests back
+	// (see closedLoops); its own lock, taken under the pool's or alone.
+	loops closedLoops
 
 	testHookQueued func() // called under the pool's lock when a request joins the queue
 }
@@ -245,6 +248,9 @@ var waiterPool = sync.Pool{New: func() any { return new(waiter) }}
 // wait asks for a grant, queueing FIFO behind earlier requests until one
 // is possible or ctx ends.
 func (s *scheduler) wait(ctx context.Context, r connRequest, skip []*Path) (grant, error) {
+	if skip == nil { // a request's first ask, not its retry
+		s.loops.arrived(r.key, time.Now())
+	}
 	w := waiterPool.Get().(*waiter)
 	*w = waiter{connRequest: r, ctx: ctx, skip: skip}
 	s.pool.mu.Lock()
