@@ -379,7 +379,7 @@ func (b *aggBody) request(ctx context.Context, a *aggPath, from, end int64) (io.
 		in.Interfaces = map[string]Level{a.p.Name: LevelRequire}
 	}
 	ask := byteRange{first: from, last: end - 1, total: b.total, v: b.v}
-	body, _, err := ask.fetch(callerResumes(WithIntents(ctx, in)), b.t, b.req)
+	body, _, err := ask.fetch(callerResumes(WithIntents(ctx, in)), b.t, b.req, nil)
 	return body, err
 }
 

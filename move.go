@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 )
 
@@ -30,30 +29,21 @@ const (
 // tests.
 var moveCheckInterval = sampleInterval
 
-// moveSlotKey carries into roundTripWith the dial slot a moving request
-// takes (moveSlot): its first attempt opens that connection.
-type moveSlotKey struct{}
-
-// moveTicket holds a moving request's slot until it is taken, once: a
-// context outlives its request (a response's Request keeps it). A request
-// that moves off a multiplexed connection (HTTP/3) has no slot: only its
-// stream ends, and it goes to a connection on the path onto, an existing
-// one or a new one, as the policy decides there.
+// moveTicket is a move the policy decided (moveCheck.moveTo), handed to
+// the request that makes it (Transport.roundTripWith): the dial slot it
+// takes in the pool's limits (moveSlot), which its first attempt opens
+// and which is given back if it returns before, or the path it moves
+// onto, with no slot: a request moving off a multiplexed connection
+// (HTTP/3), where only its stream ends, or onto a free connection there
+// (a page's tail); it then goes to a connection on onto, as the policy
+// decides there.
 type moveTicket struct {
-	slot  dialSlot
-	onto  *Path
-	taken atomic.Bool
+	slot dialSlot
+	onto *Path
 }
 
-// movingTo takes the move ticket ctx carries, if any not taken yet: the
-// dial slot the request takes, or (slot false) the path it moves onto.
-func movingTo(ctx context.Context) (mt *moveTicket, slot bool) {
-	mt, ok := ctx.Value(moveSlotKey{}).(*moveTicket)
-	if !ok || mt.taken.Swap(true) {
-		return nil, false
-	}
-	return mt, mt.onto == nil
-}
+// holdsSlot reports whether mv holds a dial slot.
+func (mv *moveTicket) holdsSlot() bool { return mv != nil && mv.onto == nil }
 
 // moveCheck is what a response needs to be moved, and when its move is
 // next considered.
@@ -76,14 +66,14 @@ func multiplexed(e *entry) bool { return e.c.carrier() == carrierQUIC }
 
 // moveTo asks the policy whether the rest of a response, left bytes on e,
 // should move, and if so takes e's place for the new connection: the
-// context to send the moved request with. If the policy splits the rest
-// instead (a part of at most splitRoom bytes: see Splitter), split says
-// where to and how much. rate is the rate the response has arrived at so
-// far, in bits/s (see Candidate.Rate).
-func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate, splitRoom int64) (mctx context.Context, moved bool, split splitPlan) {
+// ticket to send the moved request with (nil: it stays). If the policy
+// splits the rest instead (a part of at most splitRoom bytes: see
+// Splitter), split says where to and how much. rate is the rate the
+// response has arrived at so far, in bits/s (see Candidate.Rate).
+func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate, splitRoom int64) (*moveTicket, splitPlan) {
 	mc.next = time.Now().Add(moveCheckInterval)
 	if mc.held() {
-		return nil, false, splitPlan{}
+		return nil, splitPlan{}
 	}
 	if multiplexed(e) && e.c.inFlight() > 1 {
 		// A stream among others: its rate is a share of the connection's,
@@ -91,7 +81,7 @@ func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate, splitRoom
 		// guesses about the others (tried: the pages loaded 10-60 % slower
 		// or faster by the preset, no better on the whole). Alone on its
 		// connection it is weighed as an HTTP/1 response is.
-		return nil, false, splitPlan{}
+		return nil, splitPlan{}
 	}
 	left = min(left, maxSizeEstimate) // a server's number: it bounds nothing of ours
 	in := mc.in
@@ -109,29 +99,29 @@ func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate, splitRoom
 	to, part, permitted := mc.t.Manager.moveTarget(ctx, &in, mc.dest, cands, queued, e.id, splitFits, splitRoom)
 	switch {
 	case to == nil:
-		return nil, false, splitPlan{}
+		return nil, splitPlan{}
 	case part > 0:
 		mc.t.counters(e.path).split.Add(1)
-		return nil, false, splitPlan{to: to, part: part}
+		return nil, splitPlan{to: to, part: part}
 	}
 	if multiplexed(e) {
 		// Its stream ends, the connection stays for the others: the
 		// request goes to a connection on to, as the policy decides there.
 		mc.t.counters(e.path).moved.Add(1)
-		return context.WithValue(ctx, moveSlotKey{}, &moveTicket{onto: to}), true, splitPlan{}
+		return &moveTicket{onto: to}, splitPlan{}
 	}
 	if mc.t.core.moveOnto(e, to) {
 		// A free connection there (a page's tail): the request goes to it,
 		// as the policy decides on that path.
 		mc.t.counters(e.path).moved.Add(1)
-		return context.WithValue(ctx, moveSlotKey{}, &moveTicket{onto: to}), true, splitPlan{}
+		return &moveTicket{onto: to}, splitPlan{}
 	}
 	s, ok := mc.t.core.moveSlot(e, mc.dest, to, permitted, left)
 	if !ok {
-		return nil, false, splitPlan{}
+		return nil, splitPlan{}
 	}
 	mc.t.counters(e.path).moved.Add(1)
-	return context.WithValue(ctx, moveSlotKey{}, &moveTicket{slot: s}), true, splitPlan{}
+	return &moveTicket{slot: s}, splitPlan{}
 }
 
 // body is, where the rest of the response can be had with a range request

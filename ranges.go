@@ -76,8 +76,8 @@ const (
 // answer that is not the part asked for is closed and an error:
 // ErrObjectChanged for another version (or a 200: If-Range's whole new
 // one).
-func (r byteRange) fetch(ctx context.Context, t *Transport, req *http.Request) (io.ReadCloser, *countingBody, error) {
-	resp, err := t.roundTrip(r.request(ctx, req))
+func (r byteRange) fetch(ctx context.Context, t *Transport, req *http.Request, mv *moveTicket) (io.ReadCloser, *countingBody, error) {
+	resp, err := t.roundTrip(r.request(ctx, req), mv)
 	if err != nil {
 		return nil, nil, err
 	}

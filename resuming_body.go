@@ -279,7 +279,7 @@ func (b *resumingBody) Read(p []byte) (int, error) {
 			in = in.without(b.path)
 		}
 		from := b.path
-		if rerr := b.resume(WithIntents(b.ctx, in)); rerr != nil {
+		if rerr := b.resume(WithIntents(b.ctx, in), nil); rerr != nil {
 			return n, errors.Join(err, rerr)
 		}
 		if !errors.Is(err, errSplitPart) {
@@ -313,16 +313,16 @@ func (b *resumingBody) maybeMove() {
 			return
 		}
 	}
-	ctx, ok, split := b.move.moveTo(b.ctx, e, left, b.cb.rate(now, minRateSpan(e.path)), b.splitRoom())
+	mv, split := b.move.moveTo(b.ctx, e, left, b.cb.rate(now, minRateSpan(e.path)), b.splitRoom())
 	if split.to != nil {
 		b.startSplit(split) // the first part may still move, as a whole response would
 		return
 	}
-	if !ok {
+	if mv == nil {
 		return
 	}
 	b.move = nil
-	if err := b.resume(ctx); err != nil {
+	if err := b.resume(b.ctx, mv); err != nil {
 		b.setBody(errBody{fmt.Errorf("intents: moving the download to another path: %w", err)})
 	}
 }
@@ -353,12 +353,13 @@ func (b *resumingBody) splitRoom() int64 {
 	return 0
 }
 
-// resume replaces the body by a request, with ctx, for the rest. While it
+// resume replaces the body by a request, with ctx, for the rest, which
+// makes the move mv if set. While it
 // may ask again, that request is marked as one its caller resumes: the
 // rest's connection closes on a path taken for silent, or when it stalls,
 // as the first did (see entry.recoverable), rather than being held as one
 // whose body would be lost.
-func (b *resumingBody) resume(ctx context.Context) error {
+func (b *resumingBody) resume(ctx context.Context, mv *moveTicket) error {
 	if b.resumed++; b.resumed > maxResumes || b.v.value == "" {
 		return errors.New("intents: cannot resume the download")
 	}
@@ -369,7 +370,7 @@ func (b *resumingBody) resume(ctx context.Context) error {
 	in, _ := FromContext(ctx)
 	in.SizeToBeReceived = min(b.end-b.pos+1, maxSizeEstimate)
 	rest := byteRange{first: b.pos, last: b.end, total: b.total, v: b.v}
-	body, cb, err := rest.fetch(WithIntents(ctx, in), b.t, b.req)
+	body, cb, err := rest.fetch(WithIntents(ctx, in), b.t, b.req, mv)
 	if err != nil {
 		return err
 	}

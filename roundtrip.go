@@ -221,8 +221,8 @@ func (r *request) wrapBody(resp *http.Response, e *entry, expect int64) (*http.R
 	if !r.moved && t.movable(r.req, resp, e, r.proxy != nil) {
 		mc = &moveCheck{t: t, key: r.key, dest: r.dest, in: r.in, race: r.race}
 		if cl := resp.ContentLength; cl >= 2*predicted && cl-predicted >= moveMinBytes {
-			if mctx, ok, _ := mc.moveTo(ctx, e, expect, 0, 0); ok {
-				return r.sendWhole(mctx, resp, e, expect)
+			if mv, _ := mc.moveTo(ctx, e, expect, 0, 0); mv != nil {
+				return r.sendWhole(mv, resp, e, expect)
 			}
 		}
 	}
@@ -254,13 +254,13 @@ func (r *request) wrapBody(resp *http.Response, e *entry, expect int64) (*http.R
 	return resp, nil
 }
 
-// sendWhole sends the request again, in mctx, on the connection the
-// policy moved it to: it was placed as a far smaller object than resp's
-// headers say, and the caller has none of resp's body yet.
-func (r *request) sendWhole(mctx context.Context, resp *http.Response, e *entry, size int64) (*http.Response, error) {
+// sendWhole sends the request again, making the move mv: it was placed
+// as a far smaller object than resp's headers say, and the caller has
+// none of resp's body yet.
+func (r *request) sendWhole(mv *moveTicket, resp *http.Response, e *entry, size int64) (*http.Response, error) {
 	e.addPending(-size)
 	resp.Body.Close()
 	in := r.in
 	in.SizeToBeReceived = size
-	return r.t.roundTripWith(r.req.WithContext(mctx), in)
+	return r.t.roundTripWith(r.req, in, mv)
 }

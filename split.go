@@ -72,7 +72,7 @@ type splitPart struct {
 
 // fetch asks for the part, r of req's object, and reads it into s.buf.
 func (s *splitPart) fetch(ctx context.Context, t *Transport, req *http.Request, r byteRange) {
-	body, cb, err := r.fetch(ctx, t, req) // exactly the part's bytes, or an error
+	body, cb, err := r.fetch(ctx, t, req, nil) // exactly the part's bytes, or an error
 	if err != nil {
 		s.end(err)
 		return

@@ -607,14 +607,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if a, b, ok := t.firstRacePaths(req, &in); ok {
 		return t.raceFirst(req, in, a, b)
 	}
-	return t.roundTripWith(req, in)
+	return t.roundTripWith(req, in, nil)
 }
 
 // roundTrip sends req on a pooled connection, with the intents of its
-// context.
-func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
+// context; mv, if set, is the move it makes (see moveCheck.moveTo).
+func (t *Transport) roundTrip(req *http.Request, mv *moveTicket) (*http.Response, error) {
 	in, _ := FromContext(req.Context())
-	return t.roundTripWith(req, in)
+	return t.roundTripWith(req, in, mv)
 }
 
 // callerResumesKey marks a request whose caller asks for the rest of the

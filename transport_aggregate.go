@@ -66,7 +66,7 @@ func (t *Transport) aggregate(req *http.Request, cfg Aggregate) (*http.Response,
 	// held (see entry.recoverable).
 	ctx, stop := context.WithCancel(req.Context())
 	ask := firstRange(cfg.MinChunk)
-	resp1, err := t.roundTrip(ask.request(callerResumes(WithIntents(ctx, Intents{Category: CategoryQuery, SizeToBeReceived: cfg.MinChunk})), req))
+	resp1, err := t.roundTrip(ask.request(callerResumes(WithIntents(ctx, Intents{Category: CategoryQuery, SizeToBeReceived: cfg.MinChunk})), req), nil)
 	if err != nil {
 		stop()
 		return nil, err

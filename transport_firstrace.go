@@ -27,9 +27,6 @@ func (t *Transport) firstRacePaths(req *http.Request, in *Intents) (a, b *Path, 
 	if !ok {
 		return nil, nil, false
 	}
-	if _, moving := req.Context().Value(moveSlotKey{}).(*moveTicket); moving {
-		return nil, nil, false
-	}
 	for _, p := range m.Paths() {
 		if p.Estimate().Bandwidth > 0 {
 			t.raceOver.Store(true) // a capacity shown or remembered: the policy weighs it
@@ -92,7 +89,7 @@ func (t *Transport) raceFirst(req *http.Request, in Intents, a, b *Path) (*http.
 		r := req.Clone(context.WithValue(ctx, raceKey{}, &e.raceEntry))
 		go func() {
 			defer close(e.done)
-			e.resp, e.err = t.roundTripWith(r, in)
+			e.resp, e.err = t.roundTripWith(r, in, nil)
 			close(e.headers)
 			if e.err == nil {
 				e.readHead()

@@ -5,10 +5,11 @@ import (
 	"net/http"
 )
 
-// roundTripWith sends req, whose intents are in, on a pooled connection.
-func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response, error) {
+// roundTripWith sends req, whose intents are in, on a pooled connection;
+// mv, if set, is the move it makes (see moveCheck.moveTo).
+func (t *Transport) roundTripWith(req *http.Request, in Intents, mv *moveTicket) (*http.Response, error) {
 	var r request // on the stack: what outlives the call is r.dial's originDialer
-	err := t.prepare(&r, req, in)
+	err := t.prepare(&r, req, in, mv)
 	defer func() {
 		if r.moving { // returned before the slot was used
 			t.core.undo(grant{slot: r.moveSlot})
@@ -27,16 +28,16 @@ func (t *Transport) roundTripWith(req *http.Request, in Intents) (*http.Response
 
 // prepare finds out, into r, what the steps of req's way need: its
 // origin, the size to expect if no intent said, its proxy, and how to dial
-// it. On an error r still says whether it holds a slot to move onto, to
-// be given back.
-func (t *Transport) prepare(r *request, req *http.Request, in Intents) error {
+// it; mv is the move it makes, if any. On an error r still says whether it
+// holds a slot to move onto, to be given back.
+func (t *Transport) prepare(r *request, req *http.Request, in Intents, mv *moveTicket) error {
 	*r = request{t: t, req: req, in: in}
-	if ticket, moving := movingTo(req.Context()); ticket != nil {
-		r.moved, r.moving = true, moving
-		if moving {
-			r.moveSlot = ticket.slot
+	if mv != nil {
+		r.moved, r.moving = true, mv.holdsSlot()
+		if r.moving {
+			r.moveSlot = mv.slot
 		} else {
-			r.in = r.in.requiring(ticket.onto)
+			r.in = r.in.requiring(mv.onto)
 		}
 	}
 	r.race, _ = req.Context().Value(raceKey{}).(*raceEntry)

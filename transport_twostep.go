@@ -33,7 +33,7 @@ func (t *Transport) twoStep(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	n := int64(t.TwoStep)
 	ask := firstRange(n)
-	resp1, err := t.roundTrip(ask.request(WithIntents(ctx, Intents{Category: CategoryQuery, SizeToBeReceived: n}), req))
+	resp1, err := t.roundTrip(ask.request(WithIntents(ctx, Intents{Category: CategoryQuery, SizeToBeReceived: n}), req), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func (t *Transport) twoStep(req *http.Request) (*http.Response, error) {
 	rest := byteRange{first: got.last + 1, last: -1, total: got.total, v: v}
 	in, _ := FromContext(ctx)
 	in.SizeToBeReceived = got.total - rest.first
-	resp2, err := t.roundTrip(rest.request(callerResumes(WithIntents(ctx, in)), req))
+	resp2, err := t.roundTrip(rest.request(callerResumes(WithIntents(ctx, in)), req), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -95,5 +95,5 @@ func (t *Transport) twoStep(req *http.Request) (*http.Response, error) {
 // plainAfter gives up on the split: it closes resp and sends req as is.
 func (t *Transport) plainAfter(req *http.Request, resp *http.Response) (*http.Response, error) {
 	resp.Body.Close()
-	return t.roundTrip(req.Clone(req.Context()))
+	return t.roundTrip(req.Clone(req.Context()), nil)
 }
