@@ -1,9 +1,10 @@
 package proxy
 
 import (
-	"slices"
 	"strings"
 	"sync"
+
+	"github.com/sockintents/intents/internal/sizes"
 )
 
 // maxHosts bounds the hosts whose tunnel sizes are kept.
@@ -16,17 +17,14 @@ const sizesPerHost = 5
 // hostSizes remembers how many bytes each host sent through its last
 // tunnels: the policy cannot see inside TLS, so a host's next tunnel is
 // expected to receive what its last ones did (their median), and placed
-// by it. Bounded: past maxHosts, a host not seen since the oldest
-// insertion goes.
+// by it. Bounded: past maxHosts, the host first heard from goes.
 type hostSizes struct {
 	mu    sync.Mutex
-	max   int
-	hosts map[string][]int64 // the last sizes, oldest first
-	order []string           // insertion order, for eviction
+	hosts *sizes.Keyed
 }
 
 func newHostSizes(max int) *hostSizes {
-	return &hostSizes{max: max, hosts: map[string][]int64{}}
+	return &hostSizes{hosts: sizes.NewKeyed(max, sizesPerHost)}
 }
 
 // learn records that a tunnel to host received n bytes.
@@ -36,19 +34,8 @@ func (h *hostSizes) learn(host string, n int64) {
 	}
 	host = strings.ToLower(host)
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	sizes, ok := h.hosts[host]
-	if !ok {
-		if len(h.order) >= h.max {
-			delete(h.hosts, h.order[0])
-			h.order = slices.Delete(h.order, 0, 1)
-		}
-		h.order = append(h.order, host)
-	}
-	if len(sizes) == sizesPerHost {
-		sizes = slices.Delete(sizes, 0, 1)
-	}
-	h.hosts[host] = append(sizes, n)
+	h.hosts.Add(host, n)
+	h.mu.Unlock()
 }
 
 // predict is the median of what host's last tunnels received; 0 if none
@@ -56,11 +43,9 @@ func (h *hostSizes) learn(host string, n int64) {
 func (h *hostSizes) predict(host string) int64 {
 	host = strings.ToLower(host)
 	h.mu.Lock()
-	sizes := slices.Clone(h.hosts[host])
-	h.mu.Unlock()
-	if len(sizes) == 0 {
-		return 0
+	defer h.mu.Unlock()
+	if r := h.hosts.Get(host); r != nil {
+		return r.Median()
 	}
-	slices.Sort(sizes)
-	return sizes[(len(sizes)-1)/2]
+	return 0
 }
