@@ -69,7 +69,7 @@ func setP1(t *testing.T, m *intents.Manager, up bool) {
 
 // bytesSince is what tr received on each path since its statistics were
 // before.
-func bytesSince(tr *intents.Transport, before map[string]intents.TransportPathStats) map[string]int64 {
+func bytesSince(tr *intents.Transport, before map[string]intents.PathStats) map[string]int64 {
 	per := map[string]int64{}
 	for name, s := range tr.Stats() {
 		per[name] = s.BytesReceived - before[name].BytesReceived

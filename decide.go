@@ -37,7 +37,7 @@ func (d *decision) noPath(dest Destination, why string) error {
 // caller (see DecisionInfo.SizeSource).
 type query struct {
 	in         *Intents
-	sizeSource SizeSource
+	sizeSource sizeSource
 	dest       Destination
 	loopback   hostHint // whether dest.Host is a loopback host, if known
 	cands      []Candidate
@@ -178,8 +178,13 @@ func appendPath(cs []Choice, c Choice) []Choice {
 
 // DecisionInfo is one decision with its inputs, for tracing.
 type DecisionInfo struct {
-	Intents    Intents
-	SizeSource SizeSource // where Intents.SizeToBeReceived came from ("": unknown)
+	Intents Intents
+	// SizeSource says where Intents.SizeToBeReceived came from:
+	// "intents" (the caller's), "url" (the URL's last response), "origin"
+	// (its origin's median), "recent" (the median of recent responses from
+	// any origin), "response" (the arriving response's Content-Length,
+	// less what arrived: see Mover); "": unknown.
+	SizeSource string
 	Dest       Destination
 	Permitted  []*Path     // the paths the policy was offered
 	Excluded   []Exclusion // and why the others were not

@@ -69,7 +69,7 @@ type Dialer struct {
 	// only.
 	RacePaths bool
 	// PathRaceDelay is the race's delay (0: three of the path's measured
-	// round trips, at least 100 ms and at most DefaultPathRaceDelay, which
+	// round trips, at least 100 ms and at most 250 ms, which
 	// it is for a path whose RTT is not known yet).
 	PathRaceDelay time.Duration
 
@@ -746,13 +746,13 @@ func (d *Dialer) markDSCP(ctx context.Context, network string, c syscall.RawConn
 		return
 	}
 	in, _ := FromContext(ctx)
-	if dscp := in.DSCP(); dscp != DSCPDefault {
+	if dscp := in.DSCP(); dscp != dscpDefault {
 		_ = sockopt.SetDSCP(c, dscp, strings.HasSuffix(network, "6"))
 	}
 }
 
 // BindDialer returns a copy of base (nil: a zero net.Dialer) whose sockets
-// are bound to the path that m's policy (nil m: DefaultManager) picks, for
+// are bound to the path that m's policy (nil m: DefaultManager's) picks, for
 // the intents in the dial's context, for each address it connects to: the
 // way to path-bound connections where an API insists on a *net.Dialer
 // (tls.Dialer.NetDialer, libraries taking one). base's own Control or
@@ -760,7 +760,7 @@ func (d *Dialer) markDSCP(ctx context.Context, network string, c syscall.RawConn
 // net.Dialer (the system resolver), not per path; the source address
 // follows the bound interface. A dial whose intents permit no path fails
 // with a *NoPathError; a decision for system routing binds nothing.
-func BindDialer(m *Manager, base *net.Dialer) *net.Dialer {
+func (m *Manager) BindDialer(base *net.Dialer) *net.Dialer {
 	var d net.Dialer
 	if base != nil {
 		d = *base

@@ -8,28 +8,20 @@ import (
 	"strings"
 )
 
-// HTTPSServer is a path's DNS-over-HTTPS server (RFC 8484).
-type HTTPSServer struct {
-	URL  string         // where queries are POSTed
-	Addr netip.AddrPort // where to connect: no lookup is made for the URL's host
-}
-
-func (s HTTPSServer) String() string { return s.URL + "#" + s.Addr.String() }
-
 // parseHTTPSServer parses an https URL whose host is an address, or a
 // name followed by "#ADDR" or "#ADDR:PORT" (the URL's port, else 443, by
 // default).
-func parseHTTPSServer(s string) (HTTPSServer, error) {
+func parseHTTPSServer(s string) (EncryptedDNS, error) {
 	raw, bootstrap, _ := strings.Cut(s, "#")
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
-		return HTTPSServer{}, fmt.Errorf("bad DNS-over-HTTPS server %q: want an https URL", s)
+		return EncryptedDNS{}, fmt.Errorf("bad DNS-over-HTTPS server %q: want an https URL", s)
 	}
 	port := uint16(443)
 	if p := u.Port(); p != "" {
 		n, err := strconv.ParseUint(p, 10, 16)
 		if err != nil || n == 0 {
-			return HTTPSServer{}, fmt.Errorf("bad DNS-over-HTTPS server %q: port %q", s, p)
+			return EncryptedDNS{}, fmt.Errorf("bad DNS-over-HTTPS server %q: port %q", s, p)
 		}
 		port = uint16(n)
 	}
@@ -40,12 +32,12 @@ func parseHTTPSServer(s string) (HTTPSServer, error) {
 	if err != nil {
 		a, aerr := netip.ParseAddr(bootstrap)
 		if aerr != nil {
-			return HTTPSServer{}, fmt.Errorf("bad DNS-over-HTTPS server %q: a host name needs #ADDR, the address to reach it at", s)
+			return EncryptedDNS{}, fmt.Errorf("bad DNS-over-HTTPS server %q: a host name needs #ADDR, the address to reach it at", s)
 		}
 		ap = netip.AddrPortFrom(a.WithZone(""), port)
 	}
 	if ap.Port() == 0 {
-		return HTTPSServer{}, fmt.Errorf("bad DNS-over-HTTPS server %q: port 0", s)
+		return EncryptedDNS{}, fmt.Errorf("bad DNS-over-HTTPS server %q: port 0", s)
 	}
-	return HTTPSServer{URL: raw, Addr: ap}, nil
+	return EncryptedDNS{URL: raw, Addr: ap}, nil
 }

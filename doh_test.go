@@ -19,7 +19,7 @@ import (
 )
 
 func TestParseHTTPSServer(t *testing.T) {
-	for in, want := range map[string]HTTPSServer{
+	for in, want := range map[string]EncryptedDNS{
 		"https://1.1.1.1/dns-query":                    {URL: "https://1.1.1.1/dns-query", Addr: netip.MustParseAddrPort("1.1.1.1:443")},
 		"https://[2606:4700::1111]:8443/q":             {URL: "https://[2606:4700::1111]:8443/q", Addr: netip.MustParseAddrPort("[2606:4700::1111]:8443")},
 		"https://dns.example/dns-query#192.0.2.1":      {URL: "https://dns.example/dns-query", Addr: netip.MustParseAddrPort("192.0.2.1:443")},
@@ -84,7 +84,7 @@ func dohPath(t *testing.T, d *dohServer, roots *x509.CertPool) (*Path, *Resolver
 	_, port, _ := net.SplitHostPort(d.srv.Listener.Addr().String())
 	srv, err := parseHTTPSServer("https://example.com:" + port + "/dns-query#127.0.0.1")
 	require.NoError(t, err)
-	p.DNSOverHTTPS = []HTTPSServer{srv}
+	p.DNSOverHTTPS = []EncryptedDNS{srv}
 	r := testResolver(nil)
 	r.Manager = &Manager{cfg: Config{DNSTLSConfig: &tls.Config{RootCAs: roots}}}
 	t.Cleanup(r.wire.Close)

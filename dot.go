@@ -7,16 +7,23 @@ import (
 	"strings"
 )
 
-// TLSServer is a path's DNS-over-TLS server (RFC 7858).
-type TLSServer struct {
-	Addr netip.AddrPort
-	// Name is the name the server's certificate must show (empty: its
-	// address must).
+// EncryptedDNS is a path's encrypted name server: DNS over TLS (RFC
+// 7858), or over HTTPS (RFC 8484) where URL is set.
+type EncryptedDNS struct {
+	Addr netip.AddrPort // where to connect: no lookup is made for a name
+	// Name is the name a DNS-over-TLS server's certificate must show
+	// (empty: its address must); over HTTPS, the URL's host is.
 	Name string
+	URL  string // DNS over HTTPS: where queries are POSTed
 }
 
-func (s TLSServer) String() string {
-	if s.Name == "" {
+// String is the server as PathConfig names it: ADDR[#NAME] over TLS,
+// URL#ADDR over HTTPS.
+func (s EncryptedDNS) String() string {
+	switch {
+	case s.URL != "":
+		return s.URL + "#" + s.Addr.String()
+	case s.Name == "":
 		return s.Addr.String()
 	}
 	return s.Addr.String() + "#" + s.Name
@@ -24,23 +31,23 @@ func (s TLSServer) String() string {
 
 // parseTLSServer parses "ADDR" or "ADDR:PORT" (port 853 by default),
 // either followed by "#NAME".
-func parseTLSServer(s string) (TLSServer, error) {
+func parseTLSServer(s string) (EncryptedDNS, error) {
 	addr, name, _ := strings.Cut(s, "#")
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		a, aerr := netip.ParseAddr(addr)
 		if aerr != nil {
-			return TLSServer{}, fmt.Errorf("bad DNS-over-TLS server %q: want ADDR, ADDR:PORT, either with #NAME", s)
+			return EncryptedDNS{}, fmt.Errorf("bad DNS-over-TLS server %q: want ADDR, ADDR:PORT, either with #NAME", s)
 		}
 		ap = netip.AddrPortFrom(a.WithZone(""), 853)
 	}
 	if ap.Port() == 0 {
-		return TLSServer{}, fmt.Errorf("bad DNS-over-TLS server %q: port 0", s)
+		return EncryptedDNS{}, fmt.Errorf("bad DNS-over-TLS server %q: port 0", s)
 	}
 	if _, err := netip.ParseAddr(name); name != "" && err != nil && !isDomainName(name) {
-		return TLSServer{}, fmt.Errorf("bad DNS-over-TLS server %q: %q is no name a certificate can show", s, name)
+		return EncryptedDNS{}, fmt.Errorf("bad DNS-over-TLS server %q: %q is no name a certificate can show", s, name)
 	}
-	return TLSServer{Addr: ap, Name: name}, nil
+	return EncryptedDNS{Addr: ap, Name: name}, nil
 }
 
 // errNoPlaintext says why a path with encrypted DNS servers was not asked

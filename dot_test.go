@@ -19,7 +19,7 @@ import (
 )
 
 func TestParseTLSServer(t *testing.T) {
-	for in, want := range map[string]TLSServer{
+	for in, want := range map[string]EncryptedDNS{
 		"1.1.1.1":                      {Addr: netip.MustParseAddrPort("1.1.1.1:853")},
 		"1.1.1.1#cloudflare-dns.com":   {Addr: netip.MustParseAddrPort("1.1.1.1:853"), Name: "cloudflare-dns.com"},
 		"[2606:4700::1111]:8853#x.org": {Addr: netip.MustParseAddrPort("[2606:4700::1111]:8853"), Name: "x.org"},
@@ -84,7 +84,7 @@ func TestDNSOverTLSKeptConnectionClosed(t *testing.T) {
 	srv := startDoT(t, ca)
 	plain := startFakeDNS(t, answering("www.test. 60 IN A 192.0.2.99"), nil)
 	p := loPath(plain)
-	p.DNSOverTLS = []TLSServer{{Addr: srv.addr}} // the certificate must show 127.0.0.1
+	p.DNSOverTLS = []EncryptedDNS{{Addr: srv.addr}} // the certificate must show 127.0.0.1
 	r := testResolver(nil)
 	r.Manager = &Manager{cfg: Config{DNSTLSConfig: &tls.Config{RootCAs: ca.Pool}}}
 	defer r.wire.Close()
@@ -107,7 +107,7 @@ func TestDNSOverTLSWrongCertificate(t *testing.T) {
 	srv := startDoT(t, ca)
 	plain := startFakeDNS(t, answering("www.test. 60 IN A 192.0.2.99"), nil)
 	p := loPath(plain)
-	p.DNSOverTLS = []TLSServer{{Addr: srv.addr, Name: "other.example"}}
+	p.DNSOverTLS = []EncryptedDNS{{Addr: srv.addr, Name: "other.example"}}
 	r := testResolver(nil)
 	r.Manager = &Manager{cfg: Config{DNSTLSConfig: &tls.Config{RootCAs: ca.Pool}}}
 	defer r.wire.Close()
@@ -136,7 +136,7 @@ func TestDNSOverTLSSilentServer(t *testing.T) {
 	testbed.Serve(t, l, func(c net.Conn) { io.Copy(io.Discard, c) })
 	plain := startFakeDNS(t, answering("www.test. 60 IN A 192.0.2.99"), nil)
 	p := loPath(plain)
-	p.DNSOverTLS = []TLSServer{{Addr: netip.MustParseAddrPort(l.Addr().String())}}
+	p.DNSOverTLS = []EncryptedDNS{{Addr: netip.MustParseAddrPort(l.Addr().String())}}
 	r := testResolver(nil)
 	defer r.wire.Close()
 	start := time.Now()

@@ -72,7 +72,7 @@ func TestTransportCloseRefusesNewRequests(t *testing.T) {
 	tr := &Transport{}
 	require.NoError(t, tr.Close())
 	_, err := tr.RoundTrip(must(http.NewRequest("GET", srv.URL, nil)))
-	assert.ErrorIs(t, err, ErrPoolClosed)
+	assert.ErrorIs(t, err, net.ErrClosed, "a closed Transport says so as net does")
 }
 
 func TestCloseDefaultManager(t *testing.T) {
@@ -183,13 +183,13 @@ func TestDialerMethodsLikeNetDialer(t *testing.T) {
 	assert.False(t, d.MultipathTCP())
 }
 
-// BindDialer decorates a *net.Dialer: the policy's path binds each socket,
+// Manager.BindDialer decorates a *net.Dialer: the policy's path binds each socket,
 // the caller's Control still runs, and a prohibited destination fails.
 func TestBindDialer(t *testing.T) {
 	l := listen(t, "tcp", "127.0.0.1:0")
 	m := loManager(t, nil)
 	var controlled bool
-	d := BindDialer(m, &net.Dialer{Control: func(string, string, syscall.RawConn) error { controlled = true; return nil }})
+	d := m.BindDialer(&net.Dialer{Control: func(string, string, syscall.RawConn) error { controlled = true; return nil }})
 	c, err := d.DialContext(context.Background(), "tcp", l.Addr().String())
 	require.NoError(t, err)
 	c.Close()

@@ -12,13 +12,13 @@ import (
 
 func TestIntentsDSCP(t *testing.T) {
 	for text, want := range map[string]int{
-		"":                                     DSCPDefault,
-		"category=bulk":                        DSCPDefault,
-		"timeliness=background":                DSCPLE,
-		"category=stream":                      DSCPAF41,
-		"timeliness=interactive":               DSCPAF21,
-		"category=query":                       DSCPAF21,
-		"category=query,timeliness=background": DSCPLE,
+		"":                                     dscpDefault,
+		"category=bulk":                        dscpDefault,
+		"timeliness=background":                dscpLE,
+		"category=stream":                      dscpAF41,
+		"timeliness=interactive":               dscpAF21,
+		"category=query":                       dscpAF21,
+		"category=query,timeliness=background": dscpLE,
 	} {
 		in, err := ParseIntents(text)
 		require.NoError(t, err)
@@ -40,7 +40,7 @@ func TestDialerMarksDSCP(t *testing.T) {
 		return v
 	}
 	background := WithIntents(context.Background(), Intents{Timeliness: TimelinessBackground})
-	assert.Equal(t, DSCPLE<<2, tos(&Dialer{MarkDSCP: true}, background), "Lower Effort")
-	assert.Equal(t, DSCPAF21<<2, tos(&Dialer{MarkDSCP: true}, WithIntents(context.Background(), Intents{Category: CategoryQuery})))
+	assert.Equal(t, dscpLE<<2, tos(&Dialer{MarkDSCP: true}, background), "Lower Effort")
+	assert.Equal(t, dscpAF21<<2, tos(&Dialer{MarkDSCP: true}, WithIntents(context.Background(), Intents{Category: CategoryQuery})))
 	assert.Equal(t, 0, tos(&Dialer{}, background), "off by default")
 }

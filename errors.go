@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 )
 
@@ -53,8 +54,9 @@ func (e *NoPathError) Error() string {
 // Is makes errors.Is(err, ErrNoPath) true.
 func (e *NoPathError) Is(target error) bool { return target == ErrNoPath }
 
-// ErrPoolClosed is returned by Get after Close.
-var ErrPoolClosed = errors.New("intents: pool closed")
+// errPoolClosed is what a Pool's Get and a Transport's requests fail
+// with after Close: net.ErrClosed, as for any closed network resource.
+var errPoolClosed = fmt.Errorf("intents: pool closed: %w", net.ErrClosed)
 
 // errStalled is matched by the errors of bodies whose connection was
 // closed because it stalled while its path answered: they resume on

@@ -436,10 +436,10 @@ func ExamplePool() {
 	// pong reused: true
 }
 
-// BindDialer gives path binding to an API that insists on a *net.Dialer
+// A Manager's BindDialer gives path binding to an API that insists on a *net.Dialer
 // (tls.Dialer.NetDialer, say): each socket is bound to the path the policy
 // picks for the intents in the dial's context.
-func ExampleBindDialer() {
+func ExampleManager_BindDialer() {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
@@ -450,7 +450,7 @@ func ExampleBindDialer() {
 		log.Fatal(err)
 	}
 	defer m.Close()
-	d := intents.BindDialer(m, &net.Dialer{Timeout: 5 * time.Second})
+	d := m.BindDialer(&net.Dialer{Timeout: 5 * time.Second})
 	ctx := intents.WithIntents(context.Background(), intents.Intents{
 		Types: map[intents.InterfaceType]intents.Level{intents.TypeCellular: intents.LevelProhibit}})
 	conn, err := d.DialContext(ctx, "tcp", l.Addr().String())

@@ -461,7 +461,7 @@ func TestHostileResolverTTLs(t *testing.T) {
 	}{
 		{"4294967295", time.Second},
 		{"2147483648", time.Second},
-		{"2147483647", DefaultMaxTTL + time.Second},
+		{"2147483647", defaultMaxTTL + time.Second},
 	} {
 		t.Run(tc.ttl, func(t *testing.T) {
 			srv := startFakeDNS(t, answering("www.test. "+tc.ttl+" IN A 192.0.2.1"), nil)
@@ -619,14 +619,14 @@ func TestHostileSizesStayBounded(t *testing.T) {
 	c.put(objectKey{"o", "/b"}, 1<<62)
 	c.put(objectKey{"o", "/c"}, 1000)
 	n, src := c.predict(objectKey{"o", "/new"})
-	assert.Equal(t, SizeFromOrigin, src)
+	assert.Equal(t, sizeFromOrigin, src)
 	assert.Positive(t, n, "no overflow")
 	assert.LessOrEqual(t, n, int64(maxSizeEstimate), "bounded by our own setting")
 	n, _ = c.predict(objectKey{"o", "/a"})
 	assert.EqualValues(t, int64(maxSizeEstimate), n)
 	c.put(objectKey{"p", "/a"}, 1<<62)
 	n, src = c.predict(objectKey{"q", "/"})
-	assert.Equal(t, SizeFromRecent, src, "an origin not heard from: every origin's median")
+	assert.Equal(t, sizeFromRecent, src, "an origin not heard from: every origin's median")
 	assert.Positive(t, n, "no overflow")
 	assert.LessOrEqual(t, n, int64(maxSizeEstimate), "every origin's sizes bounded as each one's")
 }

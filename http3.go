@@ -46,10 +46,10 @@ var ErrUnprocessed = errors.New("intents: request not processed by the server")
 
 // HTTP3 defaults.
 const (
-	// DefaultHTTP3RaceDelay is how long a new HTTP/3 connection has to
+	// defaultHTTP3RaceDelay is how long a new HTTP/3 connection has to
 	// finish its handshake before a TCP connection is started beside it
 	// (Happy Eyeballs' 250 ms, RFC 8305).
-	DefaultHTTP3RaceDelay = 250 * time.Millisecond
+	defaultHTTP3RaceDelay = 250 * time.Millisecond
 	// http3Streams is how many requests the pool sends on one HTTP/3
 	// connection at once: quic-go's default stream limit for its peer
 	// (a server that allows fewer makes the rest wait for a stream).

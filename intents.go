@@ -308,8 +308,8 @@ func (l Level) String() string {
 	return strconv.Itoa(int(l))
 }
 
-// ParseInterfaceType returns the type named s (wifi, cellular, wired, loopback, other).
-func ParseInterfaceType(s string) (InterfaceType, error) {
+// parseInterfaceType returns the type named s (wifi, cellular, wired, loopback, other).
+func parseInterfaceType(s string) (InterfaceType, error) {
 	if i := slices.Index(typeNames, s); i > 0 {
 		return InterfaceType(i), nil
 	}
@@ -591,29 +591,30 @@ var bitrateFormatUnits = []unit{{"Gbps", 1e9}, {"Mbps", 1e6}, {"kbps", 1e3}}
 func formatBytes(n int64) string   { return formatScaled(n, byteFormatUnits) }
 func formatBitrate(n int64) string { return formatScaled(n, bitrateFormatUnits) }
 
-// DSCP values used by Intents.DSCP.
+// The DiffServ code points Intents.DSCP maps to.
 const (
-	DSCPDefault = 0  // best effort
-	DSCPLE      = 1  // lower effort, RFC 8622
-	DSCPAF21    = 18 // low-latency data, RFC 4594
-	DSCPAF41    = 34 // multimedia streaming, RFC 4594
+	dscpDefault = 0  // best effort
+	dscpLE      = 1  // lower effort, RFC 8622
+	dscpAF21    = 18 // low-latency data, RFC 4594
+	dscpAF41    = 34 // multimedia streaming, RFC 4594
 )
 
 // DSCP maps the intents to a DiffServ code point, the way TAPS maps its
-// capacity profiles: background transfers to Lower Effort, streams to
-// AF41, interactive traffic (timeliness interactive, or category query or
-// control) to AF21, everything else to the default. The Dialer applies it
-// when Dialer.MarkDSCP is set.
+// capacity profiles: background transfers to Lower Effort (1, RFC 8622),
+// streams to AF41 (34, RFC 4594), interactive traffic (timeliness
+// interactive, or category query or control) to AF21 (18), everything
+// else to the default (0). The Dialer applies it when Dialer.MarkDSCP is
+// set.
 func (in Intents) DSCP() int {
 	switch {
 	case in.Timeliness == TimelinessBackground:
-		return DSCPLE
+		return dscpLE
 	case in.Timeliness == TimelinessStream || in.Category == CategoryStream:
-		return DSCPAF41
+		return dscpAF41
 	case in.Timeliness == TimelinessInteractive || in.Category == CategoryQuery || in.Category == CategoryControl:
-		return DSCPAF21
+		return dscpAF21
 	}
-	return DSCPDefault
+	return dscpDefault
 }
 
 // without returns in with p prohibited, for a retry elsewhere.

@@ -24,9 +24,9 @@ import (
 // Knowledge limits: what a Manager keeps of its paths between processes
 // (Config.Knowledge).
 const (
-	// KnowledgeMaxAge is how long what was learnt of a network is kept:
+	// knowledgeMaxAge is how long what was learnt of a network is kept:
 	// older knowledge is dropped when read.
-	KnowledgeMaxAge = 24 * time.Hour
+	knowledgeMaxAge = 24 * time.Hour
 	// knowledgeMaxNetworks bounds the file: the networks least recently
 	// learnt are dropped beyond it.
 	knowledgeMaxNetworks = 256
@@ -75,11 +75,11 @@ const (
 )
 
 // valid reports whether n holds only values that could be measurements,
-// learnt within KnowledgeMaxAge of now, trimmed of the part that is too
+// learnt within knowledgeMaxAge of now, trimmed of the part that is too
 // old: the RTTs or the capacity alone may be.
 func (n savedNetwork) valid(now time.Time) (savedNetwork, bool) {
 	fresh := func(at time.Time) bool {
-		return !at.IsZero() && at.Before(now.Add(savedClockSkew)) && now.Sub(at) <= KnowledgeMaxAge
+		return !at.IsZero() && at.Before(now.Add(savedClockSkew)) && now.Sub(at) <= knowledgeMaxAge
 	}
 	if n.Samples < 0 || n.Loss < 0 || n.Loss > 1 || n.Loss != n.Loss {
 		return savedNetwork{}, false

@@ -88,7 +88,7 @@ func TestKnowledgeIgnoresBadFiles(t *testing.T) {
 		{"a capacity beyond any link", file(knowledgeFile{Version: 1, Networks: map[string]savedNetwork{id: {Capacity: 1e15, CapacityAt: now}}}), false},
 		{"loss over one", file(knowledgeFile{Version: 1, Networks: map[string]savedNetwork{id: {Capacity: 1e6, CapacityAt: now, Loss: 3}}}), false},
 		{"from the future", file(knowledgeFile{Version: 1, Networks: map[string]savedNetwork{id: {Capacity: 1e6, CapacityAt: now.Add(time.Hour)}}}), false},
-		{"older than a day", file(knowledgeFile{Version: 1, Networks: map[string]savedNetwork{id: {Capacity: 1e6, CapacityAt: now.Add(-KnowledgeMaxAge - time.Minute)}}}), false},
+		{"older than a day", file(knowledgeFile{Version: 1, Networks: map[string]savedNetwork{id: {Capacity: 1e6, CapacityAt: now.Add(-knowledgeMaxAge - time.Minute)}}}), false},
 		{"no samples behind the RTT", file(knowledgeFile{Version: 1, Networks: map[string]savedNetwork{id: {RTT: time.Millisecond, MinRTT: time.Millisecond, RTTAt: now}}}), false},
 		{"a short id", file(knowledgeFile{Version: 1, Networks: map[string]savedNetwork{"ab": good}}), false},
 	}
@@ -154,7 +154,7 @@ func TestKnowledgeSaveMergesAndBounds(t *testing.T) {
 
 	// A day later, nothing is left.
 	later := loadKnowledge(name, quiet)
-	later.now = func() time.Time { return now.Add(KnowledgeMaxAge + time.Hour) }
+	later.now = func() time.Time { return now.Add(knowledgeMaxAge + time.Hour) }
 	nets, err := later.read()
 	require.NoError(t, err)
 	assert.Empty(t, nets)

@@ -134,8 +134,8 @@ func NewManager(cfg Config) (*Manager, error) {
 		}
 		m.stop = stop
 	}
-	if cfg.Probe.Target != "" {
-		if _, _, err := net.SplitHostPort(cfg.Probe.Target); err != nil {
+	if cfg.ProbeTarget != "" {
+		if _, _, err := net.SplitHostPort(cfg.ProbeTarget); err != nil {
 			m.Close()
 			return nil, fmt.Errorf("intents: probe target: %w", err)
 		}
@@ -177,12 +177,12 @@ func (m *Manager) Close() error {
 // interval until Close.
 func (m *Manager) probe() {
 	defer close(m.probed)
-	interval := m.cfg.Probe.Interval
+	interval := m.cfg.ProbeInterval
 	if interval == 0 {
 		interval = 10 * time.Second
 	}
 	interval = max(interval, probeIntervalFloor)
-	host, portText, _ := net.SplitHostPort(m.cfg.Probe.Target)
+	host, portText, _ := net.SplitHostPort(m.cfg.ProbeTarget)
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	d := &Dialer{Timeout: max(interval, 2*time.Second)}
@@ -438,4 +438,39 @@ func (m *Manager) otherPathUp(name string) bool {
 		}
 	}
 	return false
+}
+
+// The process-wide Manager (DefaultManager).
+var (
+	defaultManagerMu  sync.Mutex
+	defaultManager    *Manager
+	defaultManagerErr error
+)
+
+// DefaultManager returns the process-wide Manager that discovers every
+// interface and uses no policy. A Dialer, Resolver, Pool or Transport
+// without a Manager uses it when intents constrain paths. It is created on
+// first use and then watches interface changes with a goroutine of its own
+// until CloseDefaultManager (tests that check for leaked goroutines call
+// that, or create no intents that constrain paths without a Manager).
+func DefaultManager() (*Manager, error) {
+	defaultManagerMu.Lock()
+	defer defaultManagerMu.Unlock()
+	if defaultManager == nil && defaultManagerErr == nil {
+		defaultManager, defaultManagerErr = NewManager(Config{})
+	}
+	return defaultManager, defaultManagerErr
+}
+
+// CloseDefaultManager closes the Manager DefaultManager made, if it made
+// one, stopping its watcher; the next DefaultManager call makes a new one.
+func CloseDefaultManager() error {
+	defaultManagerMu.Lock()
+	m := defaultManager
+	defaultManager, defaultManagerErr = nil, nil
+	defaultManagerMu.Unlock()
+	if m == nil {
+		return nil
+	}
+	return m.Close()
 }

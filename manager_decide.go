@@ -25,9 +25,9 @@ func (m *Manager) decide(ctx context.Context, q query, buf []Choice) (d decision
 		defer func() {
 			src := q.sizeSource
 			if src == "" && q.in.SizeToBeReceived > 0 {
-				src = SizeFromIntents
+				src = sizeFromIntents
 			}
-			trace(DecisionInfo{Intents: *q.in, SizeSource: src, Dest: q.dest, Permitted: d.permitted, Excluded: d.excl,
+			trace(DecisionInfo{Intents: *q.in, SizeSource: string(src), Dest: q.dest, Permitted: d.permitted, Excluded: d.excl,
 				Candidates: slices.Clone(q.cands), Queued: q.queued, QueueGuessed: q.guessed, Choices: slices.Clone(d.choices), Reason: d.reason, Err: err})
 		}()
 	}
@@ -217,7 +217,7 @@ func (m *Manager) moveTarget(ctx context.Context, in *Intents, dest Destination,
 			choices = []Choice{{Path: to, Fresh: true}}
 		}
 		moving := shown[i]
-		trace(DecisionInfo{Intents: *in, SizeSource: SizeFromResponse, Dest: dest, Permitted: permitted, Excluded: excl,
+		trace(DecisionInfo{Intents: *in, SizeSource: string(sizeFromResponse), Dest: dest, Permitted: permitted, Excluded: excl,
 			Candidates: slices.Clone(shown), Choices: choices, Reason: reason, Moving: &moving, SplitPart: part})
 	}
 	return to, part, permitted

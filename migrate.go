@@ -28,7 +28,7 @@ func (h *pathHealth) migrateStalled(e *entry) {
 		return
 	}
 	if !h.run(func() { h.migrate(e, mg, false) }) {
-		h.pool.migrated(e, nil, ErrPoolClosed, false)
+		h.pool.migrated(e, nil, errPoolClosed, false)
 	}
 }
 

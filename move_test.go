@@ -217,7 +217,7 @@ func TestMoveAtTheHeaders(t *testing.T) {
 	assert.EqualValues(t, 1, st["p1"].Requests)
 	assert.EqualValues(t, 2, st["p2"].Requests, "the moved one, and the one behind it on the same connection")
 	require.Len(t, moving, 1)
-	assert.Equal(t, SizeFromResponse, moving[0].SizeSource)
+	assert.EqualValues(t, sizeFromResponse, moving[0].SizeSource)
 	assert.Equal(t, mover.first, moving[0].Moving.Path)
 	assert.Equal(t, []Choice{{Path: mover.to.Load(), Fresh: true}}, moving[0].Choices)
 }

@@ -1,14 +1,11 @@
 package intents
 
 import (
-	"crypto/tls"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sockintents/intents/internal/estimate"
@@ -31,8 +28,8 @@ type Path struct {
 	// DNSOverTLS and DNSOverHTTPS are the path's encrypted DNS servers
 	// (RFC 7858, RFC 8484), asked through this path before DNS, and
 	// instead of it unless DNSPlaintextFallback (see PathConfig).
-	DNSOverTLS           []TLSServer
-	DNSOverHTTPS         []HTTPSServer
+	DNSOverTLS           []EncryptedDNS
+	DNSOverHTTPS         []EncryptedDNS
 	DNSPlaintextFallback bool
 	// Search are the DNS search domains for this path.
 	Search []string
@@ -137,145 +134,6 @@ func (p *Path) String() string {
 	return p.Name
 }
 
-// PathConfig names a path explicitly. Zero fields are discovered.
-type PathConfig struct {
-	Interface string        // interface name; required
-	Type      InterfaceType // TypeUnspecified: classify automatically
-	// DNS servers as "ADDR" or "ADDR:PORT" (port 53 by default). Empty:
-	// discover (systemd-resolved per-link state, else resolv.conf).
-	DNS    []string
-	Search []string // search domains; nil: those of the discovered configuration
-	// DNSOverTLS names DNS-over-TLS servers (RFC 7858) for the path, as
-	// "ADDR" or "ADDR:PORT" (port 853 by default), either followed by
-	// "#NAME", the name the server's certificate must show (without it,
-	// its address must): "1.1.1.1#cloudflare-dns.com". Names on the path
-	// are then resolved through them, over connections kept between
-	// queries, and the path's plaintext DNS servers are not asked, even
-	// when the encrypted ones fail, unless DNSPlaintextFallback.
-	DNSOverTLS []string
-	// DNSOverHTTPS names DNS-over-HTTPS servers (RFC 8484) for the path:
-	// the URL of each ("https://1.1.1.1/dns-query"), whose host, if a
-	// name, is followed by "#ADDR" or "#ADDR:PORT", the address to
-	// connect to ("https://cloudflare-dns.com/dns-query#1.1.1.1": no
-	// lookup is made to reach a resolver). Queries are POSTed over HTTPS
-	// connections bound to the path and kept between queries; as for
-	// DNSOverTLS, the plaintext servers are not asked unless
-	// DNSPlaintextFallback. Asked after the DNS-over-TLS servers.
-	DNSOverHTTPS         []string
-	DNSPlaintextFallback bool
-	// Expensive and Constrained override the default labels (cellular is
-	// expensive, nothing is constrained) when non-nil.
-	Expensive   *bool
-	Constrained *bool
-	// RTT and Bandwidth (bits/s) are priors used until measurements exist.
-	RTT       time.Duration
-	Bandwidth int64
-}
-
-// Config configures a Manager.
-type Config struct {
-	// Paths, when non-empty, lists the only interfaces to use, in this
-	// order, each at most once. When empty, every interface with a usable
-	// address is a path.
-	Paths []PathConfig
-	// Policy chooses paths; nil leaves routing to the operating system
-	// unless intents constrain the paths (see Dialer).
-	Policy Policy
-	// ResolvConf is the resolv.conf to read (default /etc/resolv.conf).
-	ResolvConf string
-	// HostsFile is the hosts file to read (default /etc/hosts).
-	HostsFile string
-	// DNSTLSConfig is the TLS configuration of encrypted DNS: DNS over TLS
-	// and over HTTPS (PathConfig.DNSOverTLS, DNSOverHTTPS). RootCAs nil
-	// trusts the system's roots; ServerName and NextProtos are set per
-	// server.
-	DNSTLSConfig *tls.Config
-	// NoWatch turns off watching interface changes (Linux only; elsewhere the
-	// table is refreshed only by Refresh).
-	NoWatch bool
-	// MPTCPEndpoints makes every up, non-loopback path an MPTCP path-manager
-	// endpoint (flag subflow), so MPTCP connections grow a subflow on each
-	// path besides the first (whose path the Dialer's binding picks). It
-	// needs CAP_NET_ADMIN; without it the Manager keeps working with the
-	// endpoints the system has, and MPTCPError says why.
-	//
-	// The Manager also keeps the backup flag of the endpoints it added in
-	// line with the open MPTCP connections: while MultipathHandover
-	// connections are open and no MultipathAggregate one is, the paths that
-	// are no handover connection's first path are backup endpoints. The
-	// kernel's path manager keeps that flag per endpoint, for the whole
-	// network namespace, not per connection (per connection needs the
-	// userspace path manager, which this library does not run): handover
-	// connections with different first paths, or open beside an aggregate
-	// one, aggregate too. Close deletes the endpoints the Manager added,
-	// unless MPTCP connections it dialed are still open.
-	MPTCPEndpoints bool
-	// Probe, if its Target is set, probes every path actively (PERM): a
-	// TCP connect to Target through each path every Interval. Off by default.
-	Probe ProbeConfig
-	// Logger, if set, receives every decision at debug level: intents,
-	// destination, the paths and connections offered, the choices and the
-	// policy's reason.
-	Logger *slog.Logger
-	// Knowledge, if set, is a file in which the Manager keeps what it
-	// learns of its paths (RTTs, capacity, loss, with when and from how
-	// many samples), by network: an interface's addresses' prefixes,
-	// gateway and DNS servers tell one network from another. A new
-	// Manager on a network an earlier one saw starts from what that one
-	// learnt, up to KnowledgeMaxAge old, until it measures the same
-	// itself (Estimate.Remembered says which estimates stand on it). It
-	// is saved every minute and on Close; a corrupt or foreign file is
-	// ignored with a warning (on Logger, else slog's default). See
-	// DefaultKnowledgeFile.
-	Knowledge string
-}
-
-// ProbeConfig configures active probing: connect-time measurements to a
-// target through each path, as PERM's probing schedulers do. The results
-// are RTT samples, and Estimate.ProbeRTT is the median of the recent ones.
-type ProbeConfig struct {
-	// Target is "host:port" to connect to (a name is resolved per path).
-	// Probes reach it from every path: use a target of your own.
-	Target string
-	// Interval between rounds of probes: at least 1s (default 10s), so
-	// probing stays a trickle.
-	Interval time.Duration
-}
-
-var (
-	defaultManagerMu  sync.Mutex
-	defaultManager    *Manager
-	defaultManagerErr error
-)
-
-// DefaultManager returns the process-wide Manager that discovers every
-// interface and uses no policy. A Dialer, Resolver, Pool or Transport
-// without a Manager uses it when intents constrain paths. It is created on
-// first use and then watches interface changes with a goroutine of its own
-// until CloseDefaultManager (tests that check for leaked goroutines call
-// that, or create no intents that constrain paths without a Manager).
-func DefaultManager() (*Manager, error) {
-	defaultManagerMu.Lock()
-	defer defaultManagerMu.Unlock()
-	if defaultManager == nil && defaultManagerErr == nil {
-		defaultManager, defaultManagerErr = NewManager(Config{})
-	}
-	return defaultManager, defaultManagerErr
-}
-
-// CloseDefaultManager closes the Manager DefaultManager made, if it made
-// one, stopping its watcher; the next DefaultManager call makes a new one.
-func CloseDefaultManager() error {
-	defaultManagerMu.Lock()
-	m := defaultManager
-	defaultManager, defaultManagerErr = nil, nil
-	defaultManagerMu.Unlock()
-	if m == nil {
-		return nil
-	}
-	return m.Close()
-}
-
 // probeIntervalFloor keeps probing a trickle; tests lower it.
 var probeIntervalFloor = time.Second
 
@@ -290,7 +148,7 @@ func pathEqual(a, b *Path) bool {
 // linkResolver is a link's DNS state as systemd-resolved keeps it.
 type linkResolver struct {
 	servers []netip.AddrPort
-	tls     []TLSServer // the same servers over TLS: port 853 unless given, the #name
+	tls     []EncryptedDNS // the same servers over TLS: port 853 unless given, the #name
 	search  []string
 	dotMode string // its DNSOverTLS= ("yes", "opportunistic", "no"), if set
 }

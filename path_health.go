@@ -149,7 +149,7 @@ func (h *pathHealth) openSpare(s dialSlot, timeout time.Duration, dial func(ctx 
 		}
 	})
 	if !started {
-		h.pool.addSpare(s, nil, nil, ErrPoolClosed, nil)
+		h.pool.addSpare(s, nil, nil, errPoolClosed, nil)
 	}
 }
 

@@ -92,7 +92,7 @@ func linkDNS(ifindex int) (lr linkResolver, ok bool) {
 				if _, perr := netip.ParseAddrPort(addr); perr != nil {
 					ap = netip.AddrPortFrom(ap.Addr(), 853)
 				}
-				lr.tls = append(lr.tls, TLSServer{Addr: ap, Name: name})
+				lr.tls = append(lr.tls, EncryptedDNS{Addr: ap, Name: name})
 			}
 		case "DOMAINS":
 			for _, d := range strings.Fields(v) {

@@ -60,7 +60,7 @@ func TestLinkDNSFromSystemdResolved(t *testing.T) {
 		lr, ok = linkDNS(5)
 		require.True(t, ok)
 		assert.Equal(t, mode, lr.dotMode)
-		assert.Equal(t, []TLSServer{{Addr: netip.MustParseAddrPort("192.0.2.53:853")},
+		assert.Equal(t, []EncryptedDNS{{Addr: netip.MustParseAddrPort("192.0.2.53:853")},
 			{Addr: netip.MustParseAddrPort("[2001:db8::53]:853"), Name: "dns.example"},
 			{Addr: netip.MustParseAddrPort("192.0.2.54:5353")}}, lr.tls)
 		m := &Manager{}

@@ -18,10 +18,12 @@ import (
 const (
 	DefaultMaxConnsPerHost = 6
 	DefaultMaxConns        = 17
-	DefaultIdleTimeout     = 30 * time.Second
+	defaultIdleTimeout     = 30 * time.Second
 )
 
-// PathStats count a pool's connections on one path ("" for OS routing).
+// PathStats count a Pool's or a Transport's connections on one path (""
+// for OS routing) and, for a Transport, the requests it sent there and
+// the response bodies it read: the goodput samples of the path estimator.
 type PathStats struct {
 	Idle   int   // connections with nothing in flight
 	Active int   // connections with requests in flight
@@ -30,6 +32,22 @@ type PathStats struct {
 	// Migrated counts connections that moved onto this path, their
 	// requests with them, when theirs went down (HTTP/3).
 	Migrated int64
+
+	// A Transport's requests: a Pool leaves these zero.
+	Requests      int64
+	BytesReceived int64         // response body bytes read
+	ReceiveTime   time.Duration // time from the response headers to the end of each body read
+	// Moved counts the responses moved away from this path, to be fetched
+	// on another (see Mover).
+	Moved int64
+	// Split counts the parts of responses arriving on this path that
+	// were asked for on another (see Splitter).
+	Split int64
+	// Resumed counts the response bodies that broke off on this path and
+	// asked for their rest by range on another connection: their path
+	// went down, or their connection stalled, waiting out a retransmission
+	// timeout while the path answered (see Transport).
+	Resumed int64
 }
 
 // Pool keeps connections for request/response protocols over TCP and lets
@@ -74,7 +92,7 @@ func (p *Pool) init() {
 			l.maxTotal = DefaultMaxConns
 		}
 		if l.idleTimeout == 0 {
-			l.idleTimeout = DefaultIdleTimeout
+			l.idleTimeout = defaultIdleTimeout
 		}
 		m, d := p.Manager, p.dialer()
 		p.core = newCore(m, coreConfig{limits: l, measure: func(ctx context.Context, path *Path, dest Destination) {
@@ -106,7 +124,7 @@ func (p *Pool) Get(ctx context.Context, network, address string) (*PooledConn, b
 	})
 	if err != nil {
 		var oe *net.OpError
-		if !errors.As(err, &oe) && !errors.Is(err, ErrPoolClosed) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		if !errors.As(err, &oe) && !errors.Is(err, errPoolClosed) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			err = &net.OpError{Op: "dial", Net: network, Err: err}
 		}
 		return nil, false, err
@@ -134,8 +152,8 @@ func (p *Pool) CloseIdle() {
 }
 
 // Close closes every pooled connection, fails waiting Gets and makes later
-// Gets fail with ErrPoolClosed. Connections handed out stay usable until
-// released or closed.
+// Gets fail with an error that is net.ErrClosed (errors.Is). Connections
+// handed out stay usable until released or closed.
 func (p *Pool) Close() error {
 	p.init()
 	p.core.close()

@@ -101,7 +101,7 @@ func (s *scheduler) decideOnceUnlocking(w *waiter, only *Path, sc *decideScratch
 		return grant{}, stepWait
 	}
 	if s.pool.closed {
-		return grant{err: ErrPoolClosed}, stepGranted
+		return grant{err: errPoolClosed}, stepGranted
 	}
 	w.wants, w.wantsPath, w.decided, w.permitted = nil, nil, true, d.permitted
 	if err != nil {
@@ -299,9 +299,9 @@ func (s *scheduler) applyNew(w *waiter, ch Choice, first bool, now time.Time) (g
 // sizesToHoldFor is how many responses an origin's typical size stands on
 // before holdsForSizes lets a burst of its requests open all the
 // connections they may: its root document's and two of the page's (the
-// median of two is the lower one, see originSizes: still the root's, for
+// median of two is the lower one, see internal/sizes: still the root's, for
 // a page of larger objects; one of smaller objects settles on two, see
-// originSizes.settled).
+// sizeCache's settled).
 const sizesToHoldFor = 3
 
 // holdConns is how many connections (open or being opened) a destination
@@ -318,7 +318,7 @@ const holdRTTs = 4
 // until w's size is known better, and arms the timer that ends the wait.
 // A page's requests to its other hosts come in a burst once its root
 // document is in, each predicted at every origin's typical size
-// (SizeFromRecent), which then stands on the root's size alone, and while
+// (sizeFromRecent), which then stands on the root's size alone, and while
 // another path's first handshake is still out its RTT is not known: on
 // those two guesses a policy such as EAF would open every connection the
 // hosts may have on the path that looks best for the root's size. So
@@ -328,11 +328,11 @@ const holdRTTs = 4
 // one of them if its policy names one, or for room) until the first
 // responses' headers settle the size (learnSize decides again) or the
 // other path answers, at most holdRTTs round trips of the nearest path.
-// Not for the root's own origin (SizeFromOrigin), where holding costs a
+// Not for the root's own origin (sizeFromOrigin), where holding costs a
 // page of small objects over a near path more than it gains. Figures:
 // docs/findings.md, "Holding a burst for its sizes".
 func (s *scheduler) holdsForSizes(w *waiter, now time.Time) bool {
-	if s.originSettled == nil || w.sizeOrigin == "" || w.sizeSource != SizeFromRecent ||
+	if s.originSettled == nil || w.sizeOrigin == "" || w.sizeSource != sizeFromRecent ||
 		s.originSettled(w.sizeOrigin) {
 		return false
 	}

@@ -253,10 +253,10 @@ type coreConfig struct {
 	// connections idle until a request is sent on them.
 	warm bool
 	// originSize, if set, is the size to expect from an origin for a URL
-	// not seen and where it came from (SizeFromOrigin or SizeFromRecent;
+	// not seen and where it came from (sizeFromOrigin or sizeFromRecent;
 	// "" if nothing is known; see connRequest.sizeOrigin). It takes a lock
 	// of its own: never one of the pool's.
-	originSize func(origin string) (int64, SizeSource)
+	originSize func(origin string) (int64, sizeSource)
 	// originSettled, if set, reports whether the size originSize gives
 	// for origin stands on enough responses for a burst of requests (see
 	// scheduler.holdsForSizes). A lock of its own, as originSize.
@@ -317,7 +317,7 @@ type connRequest struct {
 	key        string
 	dest       Destination
 	in         Intents // a copy: a pointer here would move the caller's to the heap
-	sizeSource SizeSource
+	sizeSource sizeSource
 	// loopback says whether dest.Host is known to be a loopback host, if
 	// the caller knows (a Transport, once per origin): decisions need not
 	// parse it each time.
@@ -358,7 +358,7 @@ func (c *core) acquire(ctx context.Context, r connRequest,
 		if err == nil {
 			return grant{e: e, size: g.size}, nil
 		}
-		if errors.Is(err, ErrPoolClosed) {
+		if errors.Is(err, errPoolClosed) {
 			return grant{}, err
 		}
 		if firstErr == nil {
@@ -395,7 +395,7 @@ func (c *core) open(ctx context.Context, s dialSlot, in *Intents,
 		c.reg.endDial(s, false)
 		c.mu.Unlock()
 		pc.close()
-		return nil, ErrPoolClosed
+		return nil, errPoolClosed
 	}
 	e := c.reg.add(s, pc, raw, mp, dial)
 	c.sampler.setActive(e, true)
@@ -594,7 +594,7 @@ func (c *core) close() {
 	c.closed = true
 	c.idle.stop()
 	c.removeWhere(idle)
-	c.sched.queue.failAll(ErrPoolClosed)
+	c.sched.queue.failAll(errPoolClosed)
 	c.mu.Unlock()
 	c.sampler.stop()
 	c.unsubscribe()

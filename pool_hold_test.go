@@ -24,7 +24,7 @@ func holdPool(t *testing.T, rtt time.Duration, samples *int) (c *core, a, b *Pat
 		d.Choices = append(d.Choices, Choice{Path: a, Fresh: true}, Choice{Path: b, Fresh: true})
 	}))
 	c = poolWith(m, 6, 17, []*Path{a, b}, busyEntry(1, a), busyEntry(2, a), busyEntry(3, a))
-	c.sched.originSize = func(string) (int64, SizeSource) { return 10_000, SizeFromRecent }
+	c.sched.originSize = func(string) (int64, sizeSource) { return 10_000, sizeFromRecent }
 	c.sched.originSettled = func(string) bool { return *samples >= sizesToHoldFor }
 	t.Cleanup(c.close)
 	return c, a, b
@@ -34,7 +34,7 @@ func holdPool(t *testing.T, rtt time.Duration, samples *int) (c *core, a, b *Pat
 // size is every origin's typical one.
 func burstWaiter(c *core) *waiter {
 	w := queuedWaiter(10_000)
-	w.sizeOrigin, w.sizeSource = "o", SizeFromRecent
+	w.sizeOrigin, w.sizeSource = "o", sizeFromRecent
 	setQueue(c, w)
 	return w
 }
@@ -78,9 +78,9 @@ func TestNoHoldWithoutTheGuesses(t *testing.T) {
 		setup func(c *core, w *waiter, b *Path, samples *int)
 	}{
 		{"other path measured", func(_ *core, _ *waiter, b *Path, _ *int) { b.Prior = Estimate{RTT: 200 * time.Millisecond} }},
-		{"size of the URL", func(_ *core, w *waiter, _ *Path, _ *int) { w.sizeOrigin, w.sizeSource = "", SizeFromURL }},
+		{"size of the URL", func(_ *core, w *waiter, _ *Path, _ *int) { w.sizeOrigin, w.sizeSource = "", sizeFromURL }},
 		{"size of the origin itself", func(c *core, _ *waiter, _ *Path, _ *int) {
-			c.sched.originSize = func(string) (int64, SizeSource) { return 10_000, SizeFromOrigin }
+			c.sched.originSize = func(string) (int64, sizeSource) { return 10_000, sizeFromOrigin }
 		}},
 		{"two connections open", func(c *core, _ *waiter, _ *Path, _ *int) { c.reg.entries["k"] = c.reg.entries["k"][:2] }},
 		{"sizes known", func(_ *core, _ *waiter, _ *Path, samples *int) { *samples = sizesToHoldFor }},

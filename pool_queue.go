@@ -21,7 +21,7 @@ type scheduler struct {
 	// again asks it for another pass, for changes made meanwhile.
 	serving, again bool
 	// originSize and originSettled are the pool's (see coreConfig).
-	originSize    func(origin string) (int64, SizeSource)
+	originSize    func(origin string) (int64, sizeSource)
 	originSettled func(origin string) bool
 	// loops guesses the backlog of callers that hold their requests back
 	// (see closedLoops); its own lock, taken under the pool's or alone.
@@ -266,7 +266,7 @@ func (s *scheduler) wait(ctx context.Context, r connRequest, skip []*Path) (gran
 	}
 	if s.pool.closed {
 		s.pool.mu.Unlock()
-		return grant{}, ErrPoolClosed
+		return grant{}, errPoolClosed
 	}
 	w.ch = make(chan grant, 1)
 	s.queue.push(w)

@@ -272,9 +272,9 @@ func TestPoolClose(t *testing.T) {
 	}()
 	<-queued
 	require.NoError(t, p.Close())
-	assert.ErrorIs(t, <-errc, ErrPoolClosed, "waiting requests fail")
+	assert.ErrorIs(t, <-errc, errPoolClosed, "waiting requests fail")
 	_, _, err = p.Get(context.Background(), "tcp", s.addr())
-	assert.ErrorIs(t, err, ErrPoolClosed)
+	assert.ErrorIs(t, err, net.ErrClosed, "as net says of what it closed")
 	assert.Equal(t, "1:still", ask(t, a, "still"), "a handed-out connection stays usable")
 	a.Close()
 }
@@ -1007,11 +1007,11 @@ func TestOriginMeanAtDecisionTime(t *testing.T) {
 	}))
 	c := poolWith(m, 6, 17, []*Path{a})
 	mean := int64(10_000) // the root's, when the requests came
-	c.sched.originSize = func(origin string) (int64, SizeSource) {
+	c.sched.originSize = func(origin string) (int64, sizeSource) {
 		if origin != "o" {
 			return 0, ""
 		}
-		return mean, SizeFromOrigin
+		return mean, sizeFromOrigin
 	}
 	first, behind := queuedWaiter(10_000), queuedWaiter(10_000)
 	first.sizeOrigin, behind.sizeOrigin = "o", "o"

@@ -26,7 +26,7 @@ func TestNetnsProbeChild(t *testing.T) {
 	require.NoError(t, err)
 	// Start the prober by hand so the test hook is in place before it runs.
 	probeIntervalFloor = 0
-	m.cfg.Probe = ProbeConfig{Target: "10.71.100.1:80", Interval: time.Millisecond}
+	m.cfg.ProbeTarget, m.cfg.ProbeInterval = "10.71.100.1:80", time.Millisecond
 	probed := make(chan struct{})
 	m.testHookProbed = func() { probed <- struct{}{} }
 	m.probing, m.probed = make(chan struct{}), make(chan struct{})
@@ -58,6 +58,6 @@ func TestNetnsProbeChild(t *testing.T) {
 }
 
 func TestProbeTargetMustBeHostPort(t *testing.T) {
-	_, err := NewManager(Config{Paths: []PathConfig{{Interface: "lo"}}, NoWatch: true, Probe: ProbeConfig{Target: "nohostport"}})
+	_, err := NewManager(Config{Paths: []PathConfig{{Interface: "lo"}}, NoWatch: true, ProbeTarget: "nohostport"})
 	assert.ErrorContains(t, err, "probe target")
 }

@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// DefaultPathRaceDelay is how long a Dialer with RacePaths gives a path to
+// defaultPathRaceDelay is how long a Dialer with RacePaths gives a path to
 // connect before it dials the next one beside it, where the path's RTT is
 // not known: Happy Eyeballs' connection attempt delay (RFC 8305).
-const DefaultPathRaceDelay = 250 * time.Millisecond
+const defaultPathRaceDelay = 250 * time.Millisecond
 
 // minPathRaceDelay bounds a delay derived from a measured RTT from below:
 // a SYN's first retransmission is a second away, a lost handshake packet
@@ -18,17 +18,17 @@ const minPathRaceDelay = 100 * time.Millisecond
 
 // pathRaceDelay is how long to give p before racing the next path: the
 // setting, else three of p's round trips (a handshake and its slack),
-// capped at DefaultPathRaceDelay.
+// capped at defaultPathRaceDelay.
 func (d *Dialer) pathRaceDelay(p *Path) time.Duration {
 	if d.PathRaceDelay > 0 {
 		return d.PathRaceDelay
 	}
 	if p != nil {
 		if e := p.Estimate(); e.Measured && e.RTT > 0 {
-			return min(max(3*e.RTT, minPathRaceDelay), DefaultPathRaceDelay)
+			return min(max(3*e.RTT, minPathRaceDelay), defaultPathRaceDelay)
 		}
 	}
-	return DefaultPathRaceDelay
+	return defaultPathRaceDelay
 }
 
 // raceable reports whether the intents let a dial race onto p: not where

@@ -36,7 +36,7 @@ type Resolver struct {
 	// Ndots is the resolv.conf ndots option (default: resolv.conf's, else 1).
 	Ndots int
 	// MaxTTL caps how long an answer is cached, whatever TTL the server
-	// gave (default DefaultMaxTTL).
+	// gave (default 24 h).
 	MaxTTL time.Duration
 
 	once  sync.Once
@@ -105,7 +105,7 @@ func (r *Resolver) init() {
 			r.Ndots = 1
 		}
 		if r.MaxTTL <= 0 {
-			r.MaxTTL = DefaultMaxTTL
+			r.MaxTTL = defaultMaxTTL
 		}
 		r.wire.Timeout = r.Timeout
 		if m != nil {
@@ -497,9 +497,9 @@ func (r *Resolver) dialPath(ctx context.Context, p *Path, server netip.AddrPort,
 	return d.DialContext(ctx, network, server.String())
 }
 
-// DefaultMaxTTL is how long the Resolver caches an answer at most, by
+// defaultMaxTTL is how long the Resolver caches an answer at most, by
 // default.
-const DefaultMaxTTL = 24 * time.Hour
+const defaultMaxTTL = 24 * time.Hour
 
 // hostsTable reads a hosts file, again when it changes; it looks for a
 // change at most every hostsCheckInterval, as the standard library's

@@ -32,7 +32,7 @@ type request struct {
 	// where in.SizeToBeReceived came from; and, if the origin's median is
 	// what to expect, the origin, looked up again as it is decided.
 	object     objectKey
-	sizeSource SizeSource
+	sizeSource sizeSource
 	sizeOrigin string
 	proxy      *url.URL
 	dest       Destination
@@ -137,7 +137,7 @@ func (r *request) acquire(ctx context.Context) (grant, error) {
 		if err == nil {
 			return grant{e: e, size: r.moveSlot.size}, nil
 		}
-		if ctx.Err() != nil || errors.Is(err, ErrPoolClosed) {
+		if ctx.Err() != nil || errors.Is(err, errPoolClosed) {
 			return grant{}, err
 		}
 		// On a failed dial, as any request: where the policy says.

@@ -1,32 +1,32 @@
 package intents
 
 import (
-	"slices"
 	"sync"
+
+	"github.com/sockintents/intents/internal/sizes"
 )
 
-// SizeSource says where a request's expected size (Intents.SizeToBeReceived,
-// as the policy sees it) came from; see DecisionInfo.SizeSource. The empty
-// SizeSource: unknown.
-type SizeSource string
+// sizeSource says where a request's expected size (Intents.SizeToBeReceived,
+// as the policy sees it) came from (DecisionInfo.SizeSource); "": unknown.
+type sizeSource string
 
 // The sources of an expected size.
 const (
-	// SizeFromIntents: the caller's intents said.
-	SizeFromIntents SizeSource = "intents"
-	// SizeFromURL: the last response to the same URL (Transport).
-	SizeFromURL SizeSource = "url"
-	// SizeFromOrigin: the median of the origin's recent responses, for a
+	// sizeFromIntents: the caller's intents said.
+	sizeFromIntents sizeSource = "intents"
+	// sizeFromURL: the last response to the same URL (Transport).
+	sizeFromURL sizeSource = "url"
+	// sizeFromOrigin: the median of the origin's recent responses, for a
 	// URL not seen before (Transport): a page's objects are often alike.
-	SizeFromOrigin SizeSource = "origin"
-	// SizeFromRecent: the median of the Transport's recent responses from
+	sizeFromOrigin sizeSource = "origin"
+	// sizeFromRecent: the median of the Transport's recent responses from
 	// any origin, for an origin not heard from yet (Transport): a page's
 	// objects on its other hosts are often like those already in.
-	SizeFromRecent SizeSource = "recent"
-	// SizeFromResponse: the Content-Length of the response arriving, less
+	sizeFromRecent sizeSource = "recent"
+	// sizeFromResponse: the Content-Length of the response arriving, less
 	// what has arrived (read, or on Linux waiting in the socket: a
 	// decision whether to move it; see Mover).
-	SizeFromResponse SizeSource = "response"
+	sizeFromResponse sizeSource = "response"
 )
 
 // sizeCache remembers response sizes as hints for later requests: each
@@ -35,41 +35,21 @@ const (
 // and every origin's together, whose median stands for origins it has not
 // heard from.
 //
-// Without the last, a page's requests to its other hosts went out with no
-// size at all while the root's origin had one: EAF, told nothing, took the
-// lowest RTT, and with the farther path's not yet measured that put all of
-// them on the nearer path, however slow (over three hosts, 2 Mbit/s at
-// 50 ms beside 20 Mbit/s at 200 ms: 11–13 new connections a load on the
-// slow path, the hosts' slots full).
+// Without the last, a page's requests to its other hosts would go out
+// with no size while its root's origin had one, and all go to the nearer
+// path, however slow (see docs/findings.md).
 type sizeCache struct {
 	max     int
 	mu      sync.Mutex
 	sizes   map[objectKey]int64
 	order   []objectKey
-	origins map[string]*originSizes
-	recent  originSizes // every origin's responses
+	origins *sizes.Keyed // each origin's last originSamples sizes
+	recent  sizes.Recent // every origin's
 }
 
 // objectKey names an object: its origin (as the pool keys it) and its
 // request URI, which a request has without building a string.
 type objectKey struct{ origin, uri string }
-
-// originSizes are an origin's last originSamples response sizes (or every
-// origin's: sizeCache.recent) and their median, kept as they come
-// (decisions read it far more often).
-//
-// The median, not the mean: a page's sizes are skewed (a few large objects
-// among many small ones), and a policy moves an object to a farther path
-// only when it is large enough to pay for that path's round trips. Told
-// the mean (37 kB, once the root, a 100 kB and a 1 kB object were in), EAF
-// sent a 1 kB object to a 200 ms path, and such a load took 0.46 s instead of
-// 0.26. Taking the lower middle of an even count errs the same way. The
-// price: a page's bulk is underestimated until its responses arrive.
-type originSizes struct {
-	recent [originSamples]int64
-	n, i   int
-	median int64
-}
 
 const (
 	// maxSizeEstimate bounds a size taken from a server (a Content-Length,
@@ -78,8 +58,8 @@ const (
 	// Nothing is allocated from sizes.
 	maxSizeEstimate = 1 << 40
 	originSamples   = 32
-	// maxSizeOrigins bounds the origins remembered; past it the memory
-	// starts afresh.
+	// maxSizeOrigins bounds the origins remembered; past it the one first
+	// heard from goes.
 	maxSizeOrigins = 256
 )
 
@@ -93,28 +73,28 @@ func (c *sizeCache) get(k objectKey) int64 {
 // predict returns the size to expect for k and where it came from: its
 // last size, else its origin's recent median, else every origin's; 0 and
 // "" if nothing is known.
-func (c *sizeCache) predict(k objectKey) (int64, SizeSource) {
+func (c *sizeCache) predict(k objectKey) (int64, sizeSource) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if n, ok := c.sizes[k]; ok {
-		return n, SizeFromURL
+		return n, sizeFromURL
 	}
 	return c.typicalLocked(k.origin)
 }
 
 // originSize is the size to expect from origin for a URL not seen: the
-// median of its recent sizes (SizeFromOrigin), else of every origin's
-// (SizeFromRecent); "" if nothing is known.
-func (c *sizeCache) originSize(origin string) (int64, SizeSource) {
+// median of its recent sizes (sizeFromOrigin), else of every origin's
+// (sizeFromRecent); "" if nothing is known.
+func (c *sizeCache) originSize(origin string) (int64, sizeSource) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.typicalLocked(origin)
 }
 
 // typicalLocked is originSize under c.mu.
-func (c *sizeCache) typicalLocked(origin string) (int64, SizeSource) {
+func (c *sizeCache) typicalLocked(origin string) (int64, sizeSource) {
 	if o, source := c.standsOnLocked(origin); o != nil {
-		return o.median, source
+		return o.Median(), source
 	}
 	return 0, ""
 }
@@ -122,12 +102,14 @@ func (c *sizeCache) typicalLocked(origin string) (int64, SizeSource) {
 // standsOnLocked returns the sizes origin's typical size is taken from
 // (its own, else every origin's) and which those are; nil if none are
 // known. Under c.mu.
-func (c *sizeCache) standsOnLocked(origin string) (*originSizes, SizeSource) {
-	if o := c.origins[origin]; o != nil && o.n > 0 {
-		return o, SizeFromOrigin
+func (c *sizeCache) standsOnLocked(origin string) (*sizes.Recent, sizeSource) {
+	if c.origins != nil {
+		if o := c.origins.Get(origin); o != nil && o.Len() > 0 {
+			return o, sizeFromOrigin
+		}
 	}
-	if c.recent.n > 0 {
-		return &c.recent, SizeFromRecent
+	if c.recent.Len() > 0 {
+		return &c.recent, sizeFromRecent
 	}
 	return nil, ""
 }
@@ -139,7 +121,7 @@ func (c *sizeCache) settled(origin string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	o, _ := c.standsOnLocked(origin)
-	return o != nil && o.settled()
+	return o != nil && settled(o)
 }
 
 // put remembers size for k, and reports whether that settled k's
@@ -168,43 +150,27 @@ func (c *sizeCache) put(k objectKey, size int64) (enough bool) {
 		}
 	}
 	c.sizes[k] = size
-	o := c.origins[k.origin]
-	if o == nil {
-		if c.origins == nil || len(c.origins) >= maxSizeOrigins {
-			c.origins = map[string]*originSizes{}
-		}
-		o = &originSizes{}
-		c.origins[k.origin] = o
+	if c.origins == nil {
+		c.origins = sizes.NewKeyed(maxSizeOrigins, originSamples)
+		c.recent = sizes.MakeRecent(originSamples)
 	}
-	was, wasRecent := o.settled(), c.recent.settled()
-	o.add(size)
-	c.recent.add(size)
-	return (!was && o.settled()) || (!wasRecent && c.recent.settled())
-}
-
-// add takes size as the newest of o's samples.
-func (o *originSizes) add(size int64) {
-	if o.n < originSamples {
-		o.n++
-	}
-	o.recent[o.i] = size
-	o.i = (o.i + 1) % originSamples
-	var sorted [originSamples]int64
-	copy(sorted[:], o.recent[:o.n])
-	slices.Sort(sorted[:o.n])
-	o.median = sorted[(o.n-1)/2]
+	o := c.origins.Get(k.origin)
+	was, wasRecent := o != nil && settled(o), settled(&c.recent)
+	o = c.origins.Add(k.origin, size)
+	c.recent.Add(size)
+	return (!was && settled(o)) || (!wasRecent && settled(&c.recent))
 }
 
 // settled reports whether o's median stands on enough sizes for a burst
 // of requests: sizesToHoldFor, or two whose newer is the smaller (the
 // median, the lower middle, is then the page's own size, not its root's:
 // a page of small objects need not wait for a third).
-func (o *originSizes) settled() bool {
+func settled(o *sizes.Recent) bool {
 	switch {
-	case o.n >= sizesToHoldFor:
+	case o.Len() >= sizesToHoldFor:
 		return true
-	case o.n == 2:
-		return o.recent[1] < o.recent[0]
+	case o.Len() == 2:
+		return o.Newest(0) < o.Newest(1)
 	}
 	return false
 }

@@ -88,7 +88,7 @@ type Transport struct {
 	// limits (MaxIdleConns, MaxIdleConnsPerHost, IdleConnTimeout). Its
 	// DialContext or Dial, if set, dials every connection instead of the
 	// Dialer (the operating system routes it then, unless that function
-	// binds it: see BindDialer), except a plain net.Dialer's DialContext
+	// binds it: see Manager.BindDialer), except a plain net.Dialer's DialContext
 	// (as in http.DefaultTransport.Clone()), which the Dialer replaces;
 	// MaxConnsPerHost applies as Transport.MaxConnsPerHost's default.
 	// nil: http.DefaultTransport's settings, as they were when this
@@ -145,7 +145,7 @@ type Transport struct {
 	// waiting for its Alt-Svc.
 	HTTP3Always bool
 	// HTTP3RaceDelay is how long a new HTTP/3 connection has before TCP
-	// is raced against it (0: DefaultHTTP3RaceDelay; negative: never, so
+	// is raced against it (0: 250 ms; negative: never, so
 	// a failed HTTP/3 dial fails the request).
 	HTTP3RaceDelay time.Duration
 	// DisableFirstRace turns off racing a first request. Else, where the
@@ -285,26 +285,6 @@ func (t *Transport) RegisterProtocol(scheme string, rt http.RoundTripper) {
 	}
 	m[scheme] = rt
 	t.altProto.Store(&m)
-}
-
-// TransportPathStats count, per path, the requests a Transport sent and
-// the response bodies it read: the goodput samples of the path estimator.
-type TransportPathStats struct {
-	PathStats
-	Requests      int64
-	BytesReceived int64         // response body bytes read
-	ReceiveTime   time.Duration // time from the response headers to the end of each body read
-	// Moved counts the responses moved away from this path, to be fetched
-	// on another (see Mover).
-	Moved int64
-	// Split counts the parts of responses arriving on this path that
-	// were asked for on another (see Splitter).
-	Split int64
-	// Resumed counts the response bodies that broke off on this path and
-	// asked for their rest by range on another connection: their path
-	// went down, or their connection stalled, waiting out a retransmission
-	// timeout while the path answered (see Transport).
-	Resumed int64
 }
 
 // stdTransport is http.DefaultTransport as this package found it: a
@@ -672,22 +652,18 @@ func (t *Transport) counters(p *Path) *pathCounters {
 
 // Stats returns per-path counts of connections, requests and received
 // bytes; the key "" is connections the OS routed.
-func (t *Transport) Stats() map[string]TransportPathStats {
+func (t *Transport) Stats() map[string]PathStats {
 	t.init()
-	pool := t.core.pathStats()
+	out := t.core.pathStats()
 	var counted map[string]*pathCounters
 	if m := t.stats.Load(); m != nil {
 		counted = *m
 	}
-	out := make(map[string]TransportPathStats, len(counted))
 	for name, pc := range counted {
-		out[name] = TransportPathStats{PathStats: pool[name], Requests: pc.requests.Load(),
-			BytesReceived: pc.bytesReceived.Load(), ReceiveTime: time.Duration(pc.receiveNanos.Load()), Moved: pc.moved.Load(), Split: pc.split.Load(), Resumed: pc.resumed.Load()}
-	}
-	for name, ps := range pool {
-		if _, ok := out[name]; !ok {
-			out[name] = TransportPathStats{PathStats: ps}
-		}
+		ps := out[name]
+		ps.Requests, ps.BytesReceived, ps.ReceiveTime = pc.requests.Load(), pc.bytesReceived.Load(), time.Duration(pc.receiveNanos.Load())
+		ps.Moved, ps.Split, ps.Resumed = pc.moved.Load(), pc.split.Load(), pc.resumed.Load()
+		out[name] = ps
 	}
 	return out
 }
@@ -700,9 +676,9 @@ func (t *Transport) CloseIdleConnections() {
 
 // Close closes the idle connections (the others once their requests are
 // done), ends the Transport's subscription to its Manager's path changes
-// and makes later requests fail with ErrPoolClosed. A Transport dropped
-// without Close is ended when it is garbage collected (once its idle
-// connections are closed).
+// and makes later requests fail with an error that is net.ErrClosed. A
+// Transport dropped without Close is ended when it is garbage collected
+// (once its idle connections are closed).
 func (t *Transport) Close() error {
 	t.init()
 	t.core.close()

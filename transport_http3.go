@@ -59,7 +59,7 @@ func (t *Transport) raceHTTP3(ctx context.Context, ch Choice, o origin, port uin
 	}
 	delay := t.HTTP3RaceDelay
 	if delay == 0 {
-		delay = DefaultHTTP3RaceDelay
+		delay = defaultHTTP3RaceDelay
 	}
 	var timer <-chan time.Time
 	if delay > 0 {

@@ -55,7 +55,7 @@ func (t *Transport) prepare(r *request, req *http.Request, in Intents, mv *moveT
 		// only intents that constrain paths bring one (DefaultManager's).
 		if r.in.SizeToBeReceived == 0 && (t.Manager != nil || r.in.constrainsPaths()) {
 			r.in.SizeToBeReceived, r.sizeSource = t.sizes.predict(r.object)
-			if r.sizeSource != SizeFromURL {
+			if r.sizeSource != sizeFromURL {
 				r.sizeOrigin = o.key
 			}
 		}

@@ -422,34 +422,34 @@ func TestTransportPredictsSizes(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	type seen struct {
 		size   int64
-		source SizeSource
+		source sizeSource
 	}
 	askAt := func(url string) seen {
 		var s seen
 		ctx := WithDecisionTrace(context.Background(), func(di DecisionInfo) {
-			s = seen{di.Intents.SizeToBeReceived, di.SizeSource}
+			s = seen{di.Intents.SizeToBeReceived, sizeSource(di.SizeSource)}
 		})
 		get(t, tr, ctx, url)
 		return s
 	}
 	ask := func(path string) seen { return askAt(srv.URL + path) }
 	assert.Equal(t, seen{0, ""}, ask("/a"), "nothing known yet")
-	assert.Equal(t, seen{3000, SizeFromOrigin}, ask("/b"), "a new URL: what the origin's one response had")
-	assert.Equal(t, seen{3000, SizeFromURL}, ask("/a"), "a URL seen before: its last size")
-	assert.Equal(t, seen{1000, SizeFromOrigin}, ask("/c"),
+	assert.Equal(t, seen{3000, sizeFromOrigin}, ask("/b"), "a new URL: what the origin's one response had")
+	assert.Equal(t, seen{3000, sizeFromURL}, ask("/a"), "a URL seen before: its last size")
+	assert.Equal(t, seen{1000, sizeFromOrigin}, ask("/c"),
 		"of two sizes the smaller, not 3000: /a's same size again is no new sample")
-	assert.Equal(t, seen{3000, SizeFromOrigin}, ask("/d"),
+	assert.Equal(t, seen{3000, sizeFromOrigin}, ask("/d"),
 		"the median of 3000, 1000 and 100000: one large object does not make the next expect 34 kB")
-	assert.Equal(t, seen{1000, SizeFromRecent}, askAt(other.URL+"/e"),
+	assert.Equal(t, seen{1000, sizeFromRecent}, askAt(other.URL+"/e"),
 		"an origin not heard from: the median of every origin's (10, 1000, 3000, 100000), not nothing")
-	assert.Equal(t, seen{20, SizeFromOrigin}, askAt(other.URL+"/a"),
+	assert.Equal(t, seen{20, sizeFromOrigin}, askAt(other.URL+"/a"),
 		"once it has answered: its own, 20 bytes, though /a was 3000 from the other origin")
 	var hinted seen
 	ctx := WithDecisionTrace(WithIntents(context.Background(), Intents{SizeToBeReceived: 77}), func(di DecisionInfo) {
-		hinted = seen{di.Intents.SizeToBeReceived, di.SizeSource}
+		hinted = seen{di.Intents.SizeToBeReceived, sizeSource(di.SizeSource)}
 	})
 	get(t, tr, ctx, srv.URL+"/c")
-	assert.Equal(t, seen{77, SizeFromIntents}, hinted, "the caller's hint wins")
+	assert.Equal(t, seen{77, sizeFromIntents}, hinted, "the caller's hint wins")
 }
 
 // Once a response's headers are in, its connection is known to owe the

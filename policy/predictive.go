@@ -11,7 +11,7 @@ import (
 
 // Predictive is a PERM-style predictive scheduler. It predicts each path's
 // transfer time from the recent active probes (Estimate.ProbeRTT, see
-// intents.ProbeConfig; the passive RTT estimate where there are none) and
+// intents.Config.ProbeTarget; the passive RTT estimate where there are none) and
 // the measured capacity. Light flows (below HeavySize, or of unknown size)
 // go where they themselves finish first (min-total, with the Model's
 // set-up and slow start); heavy flows go where all the bytes expected on a

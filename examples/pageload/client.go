@@ -637,7 +637,7 @@ func sampleEstimates(m *intents.Manager, rt http.RoundTripper, start time.Time) 
 	tr, _ := rt.(*intents.Transport)
 	var samples []estimateSample
 	take := func() {
-		var stats map[string]intents.TransportPathStats
+		var stats map[string]intents.PathStats
 		if tr != nil {
 			stats = tr.Stats()
 		}
