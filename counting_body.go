@@ -159,8 +159,7 @@ func (b *countingBody) firstFlight(total, onPath int64) {
 // finish does at its end, once it has been arriving for minRateSpan and
 // at most every interimSampleEvery: a page's first responses on a slow
 // path take seconds, and until one ends the path's capacity is a guess
-// that places the rest of the page (measured: a 2 Mbit/s path known 0.3 s
-// into a page instead of 1 s).
+// that places the rest of the page (see docs/findings.md).
 func (b *countingBody) sampleSoFar() {
 	now := time.Now().UnixNano()
 	from := b.sampleStart.Load()
@@ -189,8 +188,8 @@ func (b *countingBody) sampleSoFar() {
 //
 // What this library read is not what arrived meanwhile: bytes that came
 // before the first Read, on this connection or the path's others, and are
-// read within d make the path look faster than it is (measured: a
-// 12 Mbit/s path taken for one of 14 to 19). Where the interface's
+// read within d make the path look faster than it is (see
+// docs/findings.md). Where the interface's
 // counters can be read, what it received over d bounds both (its headers
 // make it a few percent more than the payload).
 func (b *countingBody) tellPath(n int64, d time.Duration) {

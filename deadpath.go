@@ -32,7 +32,7 @@ import (
 // or resumes there by range (entry.recoverable). A connection whose
 // request would fail (a body that cannot resume, a request that may not
 // be sent twice) is held: a cellular link stalls for seconds and comes
-// back (the traces here: up to 1.7 s on LTE, 11.6 s on EVDO), with its
+// back (see docs/findings.md), with its
 // queued packets and the probe's answer behind them, and nothing tells a
 // stall from a blackhole until it ends. A held connection closes, its
 // request failing with a PathDownError, only once it has been quiet for
@@ -61,8 +61,8 @@ const (
 
 // holdSilent is how long a connection whose request cannot be had again
 // stays open, quiet, on a path taken for silent: longer than the longest
-// stall of the cellular traces (EVDO's 11.6 s). TCP itself would wait
-// minutes. A variable for tests.
+// stall of the cellular traces (see docs/findings.md). TCP itself would
+// wait minutes. A variable for tests.
 var holdSilent = 15 * time.Second
 
 // quietFor is how long the connection has received nothing, as far as
@@ -194,14 +194,13 @@ const minRTO = 200 * time.Millisecond
 // server is waiting out a retransmission timeout (a server that has sent
 // the headers and part of a body of known length is rarely thinking). The
 // body asks for the rest on a new connection or an idle one, where the
-// policy says (traced on the asymmetric preset: a 10 kB object ended
-// 120 ms after the rest of a page, waiting out a timeout on path 1). Only
+// policy says, rather than hold the page up while it waits out a
+// retransmission timeout. Only
 // while the timeout still ahead, minRTO and a round trip from the
 // server's last transmission, would outlast a new connection's two round
 // trips: on a slow path with a deep queue a connection is quiet for long
 // behind the others' bytes, and closing it throws away its own, which
-// still take the bottleneck's time (measured: 2M/50ms+20M/200ms 32×100KB
-// loads 6.6 % slower without this bound).
+// still take the bottleneck's time (see docs/findings.md).
 func (h *pathHealth) resumeStalled(e *entry, info tcpinfo.Info, quiet time.Duration) {
 	_, activeFor := h.pool.busy(e)
 	quietNow := quietFor(info, activeFor)

@@ -78,9 +78,9 @@ func (mc *moveCheck) moveTo(ctx context.Context, e *entry, left, rate, splitRoom
 	if multiplexed(e) && e.c.inFlight() > 1 {
 		// A stream among others: its rate is a share of the connection's,
 		// and a page's streams would all be weighed at once, each on
-		// guesses about the others (tried: the pages loaded 10-60 % slower
-		// or faster by the preset, no better on the whole). Alone on its
-		// connection it is weighed as an HTTP/1 response is.
+		// guesses about the others, no better on the whole (see
+		// docs/findings.md). Alone on its connection it is weighed as an
+		// HTTP/1 response is.
 		return nil, splitPlan{}
 	}
 	left = min(left, maxSizeEstimate) // a server's number: it bounds nothing of ours

@@ -377,10 +377,7 @@ func (s *scheduler) holdsForSizes(w *waiter, now time.Time) bool {
 // connections, so none of them takes the idle one (they were asked
 // before it, see servePass). Else a page's first in line, waiting for
 // the one connection on a slow path, would keep the next, whose policy
-// wants a second there, from making room (traced: a page of 32 × 100 kB
-// over 6 Mbit/s at 20 ms and 20 Mbit/s at 200 ms, whose first five
-// connections went to the 20 ms path, got a second on the 200 ms path
-// 0.6 to 1.3 s into the load; with this, 0.4 to 0.6 s).
+// wants a second there, from making room (see docs/findings.md).
 //
 // Where p has connections already, only one on a path holding at least
 // two more of the destination's than p: a replacement evens the paths out
@@ -388,10 +385,7 @@ func (s *scheduler) holdsForSizes(w *waiter, now time.Time) bool {
 // its own would otherwise trade connections back and forth between the
 // paths as a page's requests alternate between small and large, each
 // trade a handshake and a slow start on the new connection and a grown
-// window thrown away with the old (traced: a page of small and large
-// objects over 2 Mbit/s at 50 ms and 20 Mbit/s at 200 ms opened 6 to 11
-// connections per load for its 6, the quickest load 6; with this rule 6
-// or 7, and those loads a third sooner).
+// window thrown away with the old (see docs/findings.md).
 //
 // As a last resort (no choice of the decision could be had), any idle
 // connection elsewhere: else, with every connection idle, nothing would

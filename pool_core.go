@@ -421,8 +421,7 @@ func (c *core) watch(e *entry) {
 // this what the request got. Its size is the one it was granted at: a
 // size predicted from its origin's median is looked up again at each
 // decision (connRequest.sizeOrigin), and the request's own intents still
-// hold the one it came with (traced: grants logged at 10 kB after
-// decisions at 1 kB).
+// hold the one it came with.
 func logGrant(ctx context.Context, log *slog.Logger, in *Intents, g grant, asked time.Time) {
 	if g.err != nil {
 		return

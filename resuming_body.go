@@ -305,9 +305,9 @@ func (b *resumingBody) maybeMove() {
 	e := b.cb.e
 	if !multiplexed(e) {
 		// Bytes waiting in the socket have arrived: only the rest is to
-		// come (traced: splits decided for bytes already in, their parts
-		// dropped at the next Read). A move asks for those again, so the
-		// policy, told less, errs toward staying.
+		// come, and a split decided for bytes already in would be dropped
+		// at the next Read. A move asks for those again, so the policy,
+		// told less, errs toward staying.
 		if left -= min(unreadOf(e), left); left < moveMinBytes {
 			b.move.next = now.Add(moveCheckInterval)
 			return

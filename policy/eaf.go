@@ -334,9 +334,8 @@ func arriving(here *pathModel, from *intents.Candidate) pathModel {
 
 // halfPartBDPs is how many of a path's bandwidth-delay products half a
 // part must be for EAF to ask a path whose capacity is a guess for half
-// first (see Split). Measured, a 4 MB object: halved onto an unseen path
-// of 5 Mbit/s and 100 ms (lent 10 Mbit/s: half a part was 6.8 products),
-// 22 % sooner; onto one of 20 Mbit/s and 200 ms (2.7), 26 % later.
+// first (see Split): below it, halving cost more than it gained (see
+// docs/findings.md).
 const halfPartBDPs = 4
 
 // splitMargin is how much sooner the two parts of a split response must
@@ -680,9 +679,8 @@ func knownSlower(models []pathModel, guessed func(pathModel) bool) bool {
 // arrivals, and the queue's end they are weighed against, stand on lent
 // capacities. idleFirst sends a path so one object at a time. Not where
 // every path that has shown its capacity has shown one below what the
-// unseen path is lent: the unseen one is then the better bet (a 6 Mbit/s
-// path of 20 ms beside 20 Mbit/s at 200 ms, whose ramp-up one object at a
-// time made the page 8 % slower).
+// unseen path is lent: the unseen one is then the better bet (see
+// docs/findings.md).
 func exploring(req *intents.Request, models []pathModel, p *intents.Path) bool {
 	i := slices.Index(req.Paths, p)
 	return i >= 0 && models[i].unseen && models[i].pending > 0 && !knownSlower(models, unseen)
@@ -717,10 +715,8 @@ const balanceMargin = 0.5
 // answered by the time the page's requests come, a root document's round
 // trips later, is far. Nor is a path that no transfer has shown anything
 // of its capacity yet, not even a floor: its prediction stands on a lent
-// capacity, and spread onto a 0.5 Mbit/s path of 20 ms on the 12 Mbit/s
-// of the one beside it, a page's burst gave it three connections whose
-// responses, moved away once their pace showed, still filled its queue
-// for a second (traced; the page 1.1 s where path 1 alone took 0.5). Nor
+// capacity, and a page's burst spread onto a slow path on the capacity
+// lent it fills that path's queue for long (see docs/findings.md). Nor
 // is a path that holds the connections that fill it for objects of this
 // size while another path has room (see holdsItsShare).
 func balanceNew(req *intents.Request, models []pathModel, opts []option) *intents.Path {
