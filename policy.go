@@ -171,8 +171,8 @@ type Request struct {
 	// in the pool but the caller keeps a fixed number of requests in
 	// flight and sends the next as soon as a response ends (a browser
 	// through a proxy), it is a guess: once two such refills came in a
-	// row, as many requests as it refilled in a row, at this one's size,
-	// up to four rounds of its other requests in flight.
+	// row, as many requests as it sent since it last paused, at this one's
+	// size, up to four rounds of its other requests in flight.
 	Queued int64
 	// Explain says that someone will read Decision.Reason (a decision
 	// trace, a debug log). When it is false a policy may give a short

@@ -14,7 +14,8 @@ import (
 // page's worth behind: each request alone arrives earliest on the fast
 // path, and the page as a whole waits for it. closedLoops notices such a
 // caller by its refills, requests that come right after a response for
-// the same destination ended, and guesses its backlog from them.
+// the same destination ended, and guesses its backlog from the requests
+// it has sent.
 //
 // The guess is one: it stands on how many refills came in a row, no
 // more, and is used only where the pool's own queue is empty.
@@ -28,6 +29,7 @@ type closedLoops struct {
 type loopState struct {
 	ends    []time.Time // responses ended and not refilled yet, oldest first
 	refills int         // requests in a row that refilled an ended response
+	sent    int         // requests since the caller last paused
 	seen    time.Time   // its last response end or request
 }
 
@@ -70,7 +72,9 @@ func (l *closedLoops) ended(key string, now time.Time) {
 
 // arrived notes a request for key at now: a refill if a response ended
 // within refillWithin before it and was not refilled yet; otherwise the
-// run of refills is broken (a burst of requests, or a pause).
+// run of refills is broken (a burst of requests, or a pause). A request
+// that comes after refillWithin of nothing, no request and no response
+// ending, starts the caller's count of requests sent afresh.
 func (l *closedLoops) arrived(key string, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -78,8 +82,12 @@ func (l *closedLoops) arrived(key string, now time.Time) {
 	if st == nil {
 		return
 	}
-	st.seen = now
 	window := cmp.Or(l.window, refillWithin)
+	if now.Sub(st.seen) > window {
+		st.sent = 0
+	}
+	st.seen = now
+	st.sent++
 	k := 0
 	for k < len(st.ends) && now.Sub(st.ends[k]) > window {
 		k++
@@ -94,11 +102,12 @@ func (l *closedLoops) arrived(key string, now time.Time) {
 }
 
 // backlog guesses the bytes a closed-loop caller holds back for key, or
-// 0 where it is not one: as many requests of size bytes as it refilled in
-// a row (a caller that has kept its slots full that long is likely about
-// as far from its end as from its start), up to maxRoundsGuessed rounds
-// of its other requests in flight. A caller with nothing else in flight
-// gains nothing from another path: its requests go one at a time.
+// 0 where it is not one (fewer than minRefills refills in a row): as many
+// requests of size bytes as it sent since it last paused (a caller is
+// likely about as far from its end as from its start), up to
+// maxRoundsGuessed rounds of its other requests in flight. A caller with
+// nothing else in flight gains nothing from another path: its requests
+// go one at a time.
 func (l *closedLoops) backlog(key string, inFlight int, size int64) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -106,7 +115,7 @@ func (l *closedLoops) backlog(key string, inFlight int, size int64) int64 {
 	if st == nil || st.refills < minRefills || size <= 0 {
 		return 0
 	}
-	return int64(min(st.refills, maxRoundsGuessed*inFlight)) * size
+	return int64(min(st.sent, maxRoundsGuessed*inFlight)) * size
 }
 
 // state returns key's state, made if new; nil when maxLoopDests others

@@ -14,8 +14,8 @@ import (
 )
 
 // A caller that refills each ended response at once, twice in a row, is
-// guessed to hold back as many requests as it refilled, up to four rounds
-// of its other requests in flight.
+// guessed to hold back as many requests as it sent since it last paused,
+// up to four rounds of its other requests in flight.
 func TestClosedLoopRefillsGuessABacklog(t *testing.T) {
 	var l closedLoops
 	t0 := time.Now()
@@ -30,20 +30,26 @@ func TestClosedLoopRefillsGuessABacklog(t *testing.T) {
 	assert.Zero(t, l.backlog("k", 5, 100_000), "one refill may be a page's first request after its root")
 	l.ended("k", at(200))
 	l.arrived("k", at(201))
-	assert.EqualValues(t, 2*100_000, l.backlog("k", 5, 100_000), "as many as it refilled in a row")
+	assert.EqualValues(t, 8*100_000, l.backlog("k", 5, 100_000), "as many as it sent: the burst and two refills")
 	for i := range 4 {
 		l.ended("k", at(300+100*i))
 		l.arrived("k", at(301+100*i))
 	}
-	assert.EqualValues(t, 6*100_000, l.backlog("k", 5, 100_000))
+	assert.EqualValues(t, 12*100_000, l.backlog("k", 5, 100_000))
 	assert.EqualValues(t, maxRoundsGuessed*100_000, l.backlog("k", 1, 100_000), "up to four rounds of its others in flight")
 	assert.Zero(t, l.backlog("k", 0, 100_000), "one request at a time gains nothing from another path")
 	assert.Zero(t, l.backlog("k", 5, 0), "nor does a request of no known size weigh anything")
 	assert.Zero(t, l.backlog("other", 5, 100_000), "per destination")
 
 	l.ended("k", at(1000))
-	l.arrived("k", at(1000).Add(refillWithin+time.Millisecond))
+	pause := at(1000).Add(refillWithin + time.Millisecond)
+	l.arrived("k", pause)
 	assert.Zero(t, l.backlog("k", 5, 100_000), "a pause breaks the loop")
+	for i := range 2 {
+		l.ended("k", pause.Add(time.Duration(i+1)*time.Millisecond))
+		l.arrived("k", pause.Add(time.Duration(i+1)*time.Millisecond))
+	}
+	assert.EqualValues(t, 3*100_000, l.backlog("k", 5, 100_000), "and its count starts afresh")
 }
 
 // Each ended response is refilled once: a burst after a single end is
@@ -179,7 +185,7 @@ func TestTransportNoticesAClosedLoop(t *testing.T) {
 				guess = max(guess, tr.core.sched.loops.backlog(k, 10, 1000))
 			}
 			if tc.loop {
-				assert.EqualValues(t, 6*1000, guess, "a closed loop: every request after the first two refilled one")
+				assert.EqualValues(t, 8*1000, guess, "a closed loop of eight requests, every one after the first two a refill")
 			} else {
 				assert.Zero(t, guess)
 			}
