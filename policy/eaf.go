@@ -55,6 +55,14 @@ type option struct {
 const unseenPremium = 1.5
 
 // label names o for a reason; built only for the options a reason shows.
+// path is the path o's connection is on.
+func (o option) path() *intents.Path {
+	if o.choice.Reuse != nil {
+		return o.choice.Reuse.Path
+	}
+	return o.choice.Path
+}
+
 func (o option) label() string {
 	switch {
 	case o.mptcp != nil:
@@ -565,17 +573,11 @@ func (e *EAF) idleFirst(req *intents.Request, models []pathModel, opts []option)
 		return opts
 	}
 	size := float64(req.Intents.SizeToBeReceived)
-	pathOf := func(o option) *intents.Path {
-		if o.choice.Reuse != nil {
-			return o.choice.Reuse.Path
-		}
-		return o.choice.Path
-	}
 	// An object smaller than the best path's bandwidth-delay product costs
 	// it round trips, not capacity: sent elsewhere it would spare the busy
 	// path next to nothing and hold one of the host's few connections for
 	// the idle path's longer set-up and transfer.
-	if i := slices.Index(req.Paths, pathOf(opts[0])); i >= 0 {
+	if i := slices.Index(req.Paths, opts[0].path()); i >= 0 {
 		if best := models[i]; size < best.cap*best.rtt {
 			return opts
 		}
@@ -601,7 +603,7 @@ func (e *EAF) idleFirst(req *intents.Request, models []pathModel, opts []option)
 		// Waiting for a busy connection adds nothing: a new or a free
 		// connection carries a path's share.
 		busy := o.choice.Reuse != nil && o.choice.Reuse.Available == 0
-		if busy || o.mptcp != nil || !belowShare(pathOf(o)) || exploring(req, models, pathOf(o)) {
+		if busy || o.mptcp != nil || !belowShare(o.path()) || exploring(req, models, o.path()) {
 			continue
 		}
 		if i == 0 {
