@@ -308,14 +308,6 @@ func (l Level) String() string {
 	return strconv.Itoa(int(l))
 }
 
-// parseInterfaceType returns the type named s (wifi, cellular, wired, loopback, other).
-func parseInterfaceType(s string) (InterfaceType, error) {
-	if i := slices.Index(typeNames, s); i > 0 {
-		return InterfaceType(i), nil
-	}
-	return 0, fmt.Errorf("intents: unknown interface type %q (want one of %s)", s, strings.Join(typeNames[1:], ", "))
-}
-
 // String returns the compact text form read by ParseIntents, e.g.
 // "category=bulk,recv=10MB,prefer=wifi,prohibit=cellular". Keys appear in a
 // fixed order and preferences sorted, so equal intents give equal strings.
