@@ -217,7 +217,9 @@ func (b *countingBody) finish() {
 	}
 	b.e.addPending(-b.expect.Swap(0))
 	now := time.Now()
-	b.t.core.sched.loops.ended(b.e.key, now)
+	if s := &b.t.core.sched; s.tracksLoops() {
+		s.loops.ended(b.e.key, now)
+	}
 	d := now.Sub(b.start)
 	n := b.n.Load()
 	if from := b.sampleStart.Load(); from != 0 {

@@ -227,7 +227,9 @@ func (c *PooledConn) Release() {
 	if c.done.Swap(true) {
 		return
 	}
-	c.core.sched.loops.ended(c.e.key, time.Now())
+	if s := &c.core.sched; s.tracksLoops() {
+		s.loops.ended(c.e.key, time.Now())
+	}
 	c.core.release(c.e, c.e.pending.Load()) // whatever did not come will not
 }
 

@@ -55,6 +55,13 @@ const (
 	loopForget       = 10 * time.Second
 )
 
+// tracksLoops reports whether s's pool keeps closed loops' state: only a
+// policy reads Request.Queued, so without one the bookkeeping would be a
+// lock taken twice a request for nothing.
+func (s *scheduler) tracksLoops() bool {
+	return s.pool.m != nil && s.pool.m.cfg.Policy != nil
+}
+
 // ended notes that a response for key ended at now.
 func (l *closedLoops) ended(key string, now time.Time) {
 	l.mu.Lock()

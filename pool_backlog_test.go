@@ -135,15 +135,16 @@ func TestDecisionWeighsAClosedLoopsBacklog(t *testing.T) {
 // The Transport tells the guess its responses' ends and its requests: a
 // caller that keeps two requests in flight and sends the next as each
 // ends is taken for a closed loop; one that sends its requests at once
-// is not.
+// is not. Without a policy, which alone reads the guess, nothing is kept.
 func TestTransportNoticesAClosedLoop(t *testing.T) {
 	for _, tc := range []struct {
 		name            string
 		workers, rounds int
-		loop            bool
+		loop, noPolicy  bool
 	}{
-		{"two in flight, refilled", 2, 4, true},
-		{"eight at once", 8, 1, false},
+		{"two in flight, refilled", 2, 4, true, false},
+		{"eight at once", 8, 1, false, false},
+		{"no policy to weigh it", 2, 4, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var arrived sync.WaitGroup
@@ -157,6 +158,11 @@ func TestTransportNoticesAClosedLoop(t *testing.T) {
 			}))
 			defer srv.Close()
 			tr := &Transport{}
+			if !tc.noPolicy {
+				m := loManager(t, PolicyFunc(func(*Request, *Decision) {}))
+				defer m.Close()
+				tr.Manager = m
+			}
 			defer tr.CloseIdleConnections()
 			tr.init()
 			tr.core.sched.loops.window = time.Minute // no refill is late, however slow the machine
@@ -188,6 +194,9 @@ func TestTransportNoticesAClosedLoop(t *testing.T) {
 				assert.EqualValues(t, 8*1000, guess, "a closed loop of eight requests, every one after the first two a refill")
 			} else {
 				assert.Zero(t, guess)
+			}
+			if tc.noPolicy {
+				assert.Empty(t, tr.core.sched.loops.dests, "nothing kept where no policy reads it")
 			}
 		})
 	}

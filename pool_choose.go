@@ -79,7 +79,7 @@ func (s *scheduler) decideOnceUnlocking(w *waiter, only *Path, sc *decideScratch
 	}
 	q := query{in: &w.in, sizeSource: w.sizeSource, dest: w.dest, loopback: w.loopback, cands: cands, skip: w.skip,
 		queued: s.queue.bytesFor(w.key, w, originTypical, 0)}
-	if q.queued == 0 {
+	if q.queued == 0 && s.tracksLoops() {
 		// Nothing queued here; a caller that queues its requests itself
 		// may still have a backlog.
 		inFlight := 0

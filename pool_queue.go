@@ -248,7 +248,7 @@ var waiterPool = sync.Pool{New: func() any { return new(waiter) }}
 // wait asks for a grant, queueing FIFO behind earlier requests until one
 // is possible or ctx ends.
 func (s *scheduler) wait(ctx context.Context, r connRequest, skip []*Path) (grant, error) {
-	if skip == nil { // a request's first ask, not its retry
+	if skip == nil && s.tracksLoops() { // a request's first ask, not its retry
 		s.loops.arrived(r.key, time.Now())
 	}
 	w := waiterPool.Get().(*waiter)
