@@ -21,10 +21,15 @@ const maxAltValues = 16
 // altSvcCache remembers, per origin, the HTTP/3 alternative it advertised
 // with Alt-Svc (RFC 7838), and per origin and path whether HTTP/3 failed
 // there lately (UDP may be blocked on one network and not another).
+// Origins are held as keyed hashes (see sizeID), as a Knowledge file
+// keeps them.
 type altSvcCache struct {
+	key [32]byte // keys the origins' hashes: the Transport's sizes' key
+
 	mu     sync.Mutex
-	alts   map[string]altSvc       // by the pool's origin key
+	alts   map[sizeID]altSvc       // by the pool's origin key's hash
 	broken map[brokenKey]brokenFor // HTTP/3 failed or lost a race
+	at     time.Time               // when either last changed (zero: never)
 }
 
 type altSvc struct {
@@ -32,7 +37,12 @@ type altSvc struct {
 	expires time.Time
 }
 
-type brokenKey struct{ origin, path string }
+type brokenKey struct {
+	origin sizeID
+	path   string
+}
+
+func (c *altSvcCache) id(origin string) sizeID { return keyedID(c.key, 'o', origin) }
 
 // brokenFor: not tried again before until; d doubles with each failure in
 // a row.
@@ -45,9 +55,10 @@ type brokenFor struct {
 // own port is port) on the named path, if any: the advertised one, else
 // with always the origin's own; none while it is marked broken there.
 func (c *altSvcCache) lookup(key, path string, port uint16, always bool, now time.Time) (uint16, bool) {
+	id := c.id(key)
 	c.mu.Lock()
-	a := c.alts[key]
-	b := c.broken[brokenKey{key, path}]
+	a := c.alts[id]
+	b := c.broken[brokenKey{id, path}]
 	c.mu.Unlock()
 	switch {
 	case now.Before(b.until):
@@ -79,21 +90,24 @@ func (c *altSvcCache) learn(key, host string, values []string, now time.Time) {
 			}
 		}
 	}
+	id := c.id(key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.at = now
 	if a.port == 0 {
-		delete(c.alts, key)
+		delete(c.alts, id)
 		return
 	}
-	c.alts = bounded(c.alts, key, func(a altSvc) bool { return now.Before(a.expires) })
-	c.alts[key] = a
+	c.alts = bounded(c.alts, id, func(a altSvc) bool { return now.Before(a.expires) })
+	c.alts[id] = a
 }
 
 // markBroken leaves the origin on TCP on the named path for a while.
 func (c *altSvcCache) markBroken(key, path string, now time.Time) {
+	k := brokenKey{c.id(key), path}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := brokenKey{key, path}
+	c.at = now
 	b := c.broken[k]
 	b.d = min(max(2*b.d, brokenHTTP3), maxBrokenHTTP3)
 	b.until = now.Add(b.d)
@@ -103,9 +117,13 @@ func (c *altSvcCache) markBroken(key, path string, now time.Time) {
 
 // markWorking forgets the origin's failures on the named path.
 func (c *altSvcCache) markWorking(key, path string) {
+	k := brokenKey{c.id(key), path}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.broken, brokenKey{key, path})
+	if _, ok := c.broken[k]; ok {
+		delete(c.broken, k)
+		c.at = time.Now()
+	}
 }
 
 // bounded makes room for key in m, which keeps at most maxOrigins

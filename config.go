@@ -92,15 +92,22 @@ type Config struct {
 	// destination, the paths and connections offered, the choices and the
 	// policy's reason.
 	Logger *slog.Logger
-	// Knowledge, if set, is a file in which the Manager keeps what it
-	// learns of its paths (RTTs, capacity, loss, with when and from how
-	// many samples), by network: an interface's addresses' prefixes,
-	// gateway and DNS servers tell one network from another. A new
-	// Manager on a network an earlier one saw starts from what that one
-	// learnt, up to a day old, until it measures the same
-	// itself (Estimate.Remembered says which estimates stand on it). It
-	// is saved every minute and on Close; a corrupt or foreign file is
-	// ignored with a warning (on Logger, else slog's default). See
-	// DefaultKnowledgeFile.
+	// Knowledge, if set, is a file in which the Manager keeps everything
+	// its decisions stand on that outlives a page, so that a program
+	// started again decides as it would have had it kept running: each
+	// path's estimates whole (the filters behind its RTT, capacity, rate,
+	// loss and probes, with when each was measured), by network (an
+	// interface's addresses' prefixes, gateway and DNS servers tell one
+	// from another), whether a first request was raced there, its
+	// Transports' memory of response sizes (each URL's last, each origin's
+	// recent ones) and of HTTP/3 alternatives, and a proxy's of its
+	// tunnels' sizes, whose origins, URLs and hosts are named by hashes
+	// under a random key of the file's, not in clear. A new Manager on a network
+	// an earlier one saw starts from its estimates, and a new Transport
+	// from the sizes, up to a day old (Estimate.Remembered says which
+	// estimates stand on an earlier Manager's measurements). The file is
+	// its owner's alone, saved every minute, on Close and as a Transport
+	// closes, replaced whole; a corrupt or foreign one is ignored with a
+	// warning (on Logger, else slog's default). See DefaultKnowledgeFile.
 	Knowledge string
 }

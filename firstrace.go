@@ -19,9 +19,10 @@ import (
 // burst waits for that object. A first request is therefore sent on two
 // paths at once while no permitted path has shown anything of its
 // capacity (see Transport.DisableFirstRace), and the first to bring its
-// body wins. At most one such race per Transport: what it shows (the
-// winner's rate, the loser's lag) is what the decisions after it weigh,
-// and a Knowledge file makes the next Manager start from it.
+// body wins. At most one such race on a Manager's paths: what it shows
+// (the winner's rate, the loser's lag) is what the decisions after it
+// weigh, and a Knowledge file makes the next Manager start from it, and
+// from the race having run.
 
 // raceBodyBytes is how much of a raced response's body is read before the
 // race is decided: the first response whose body is complete, or has

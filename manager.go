@@ -376,9 +376,7 @@ func (m *Manager) estimatorOf(p *Path) *estimate.Path {
 	if est == nil {
 		est = estimate.New(p.Prior.RTT, float64(p.Prior.Bandwidth))
 		if m.knowledge != nil {
-			if r, ok := m.knowledge.lookup(networkID(p)); ok {
-				est.Remember(r)
-			}
+			m.knowledge.restore(networkID(p), est)
 		}
 		m.estimators[p.Name] = est
 	}

@@ -64,7 +64,7 @@ type Estimate struct {
 	Active         int           // connections with transfers in progress
 	Loss           float64       // share of segments lost, 0..1
 	Measured       bool          // RTT is measured, not only the prior
-	Samples        int           // RTT samples this Manager measured
+	Samples        int           // RTT samples behind RTT (an earlier Manager's too, where Remembered)
 	Pending        int64         // bytes expected by this library's transfers in progress
 	ProbeRTT       time.Duration // median connect time of recent active probes (0: none)
 	// Unresponsive: connections on the path received nothing for several
@@ -78,10 +78,10 @@ type Estimate struct {
 	// (UDP may be what is blocked there).
 	Unresponsive bool
 	// Remembered: some of the above stands on what an earlier Manager
-	// learnt of the same network (Config.Knowledge) rather than on this
-	// one's measurements: the RTTs until a connection here measures one,
-	// the capacity until a transfer here shows it. Age is how old that
-	// knowledge is; a decision on it is surer the younger it is.
+	// measured on the same network (Config.Knowledge), which this one
+	// goes on from as that one would have: the RTTs until a connection
+	// here measures one, the rates and capacity until a transfer here
+	// delivers. Age is how old those measurements are.
 	Remembered bool
 	Age        time.Duration
 }

@@ -1,7 +1,9 @@
 package intents
 
 import (
+	"crypto/sha256"
 	"sync"
+	"time"
 
 	"github.com/sockintents/intents/internal/sizes"
 )
@@ -38,18 +40,57 @@ const (
 // Without the last, a page's requests to its other hosts would go out
 // with no size while its root's origin had one, and all go to the nearer
 // path, however slow (see docs/findings.md).
+//
+// Origins and URLs are held as keyed hashes (see sizeID), which is how a
+// Knowledge file keeps them: what a Transport learnt is saved and restored
+// whole (see savedSizes), and the file holds no browsing history in clear.
 type sizeCache struct {
-	max     int
+	max int
+	key [32]byte // keys the hashes; a Knowledge file's own, else random
+
 	mu      sync.Mutex
-	sizes   map[objectKey]int64
-	order   []objectKey
-	origins *sizes.Keyed // each origin's last originSamples sizes
+	sizes   map[sizeID]int64 // by object (see objectID)
+	order   []sizeID         // the objects, first stored first
+	origins *sizes.Keyed[sizeID]
 	recent  sizes.Recent // every origin's
+	at      time.Time    // when a size was last stored (zero: never)
 }
+
+// newSizeCache returns a sizeCache of at most max URLs whose hashes key
+// uses.
+func newSizeCache(max int, key [32]byte) *sizeCache {
+	return &sizeCache{max: max, key: key}
+}
+
+// sizeID names an origin or an object in a sizeCache: the first half of
+// SHA-256 over the cache's key and the name, which no one without the
+// key can tell the name from, nor a file's IDs from another's.
+type sizeID [16]byte
 
 // objectKey names an object: its origin (as the pool keys it) and its
 // request URI, which a request has without building a string.
 type objectKey struct{ origin, uri string }
+
+// id hashes name, of kind ('o' an origin, 'u' an object), under c's key.
+func (c *sizeCache) id(kind byte, name ...string) sizeID { return keyedID(c.key, kind, name...) }
+
+// keyedID hashes name, of kind (a letter), under key (see sizeID).
+func keyedID(key [32]byte, kind byte, name ...string) sizeID {
+	var buf [256]byte
+	b := append(buf[:0], key[:]...)
+	b = append(b, kind)
+	for i, n := range name {
+		if i > 0 {
+			b = append(b, 0)
+		}
+		b = append(b, n...)
+	}
+	sum := sha256.Sum256(b)
+	return sizeID(sum[:16])
+}
+
+func (c *sizeCache) originID(origin string) sizeID { return c.id('o', origin) }
+func (c *sizeCache) objectID(k objectKey) sizeID   { return c.id('u', k.origin, k.uri) }
 
 const (
 	// maxSizeEstimate bounds a size taken from a server (a Content-Length,
@@ -65,34 +106,37 @@ const (
 
 // get returns the last size of k, 0 if none is known.
 func (c *sizeCache) get(k objectKey) int64 {
+	id := c.objectID(k)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.sizes[k]
+	return c.sizes[id]
 }
 
 // predict returns the size to expect for k and where it came from: its
 // last size, else its origin's recent median, else every origin's; 0 and
 // "" if nothing is known.
 func (c *sizeCache) predict(k objectKey) (int64, sizeSource) {
+	id, origin := c.objectID(k), c.originID(k.origin)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n, ok := c.sizes[k]; ok {
+	if n, ok := c.sizes[id]; ok {
 		return n, sizeFromURL
 	}
-	return c.typicalLocked(k.origin)
+	return c.typicalLocked(origin)
 }
 
 // originSize is the size to expect from origin for a URL not seen: the
 // median of its recent sizes (sizeFromOrigin), else of every origin's
 // (sizeFromRecent); "" if nothing is known.
 func (c *sizeCache) originSize(origin string) (int64, sizeSource) {
+	id := c.originID(origin)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.typicalLocked(origin)
+	return c.typicalLocked(id)
 }
 
 // typicalLocked is originSize under c.mu.
-func (c *sizeCache) typicalLocked(origin string) (int64, sizeSource) {
+func (c *sizeCache) typicalLocked(origin sizeID) (int64, sizeSource) {
 	if o, source := c.standsOnLocked(origin); o != nil {
 		return o.Median(), source
 	}
@@ -102,7 +146,7 @@ func (c *sizeCache) typicalLocked(origin string) (int64, sizeSource) {
 // standsOnLocked returns the sizes origin's typical size is taken from
 // (its own, else every origin's) and which those are; nil if none are
 // known. Under c.mu.
-func (c *sizeCache) standsOnLocked(origin string) (*sizes.Recent, sizeSource) {
+func (c *sizeCache) standsOnLocked(origin sizeID) (*sizes.Recent, sizeSource) {
 	if c.origins != nil {
 		if o := c.origins.Get(origin); o != nil && o.Len() > 0 {
 			return o, sizeFromOrigin
@@ -118,9 +162,10 @@ func (c *sizeCache) standsOnLocked(origin string) (*sizes.Recent, sizeSource) {
 // on enough sizes for a burst of its requests to be placed on it (see
 // scheduler.holdsForSizes).
 func (c *sizeCache) settled(origin string) bool {
+	id := c.originID(origin)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	o, _ := c.standsOnLocked(origin)
+	o, _ := c.standsOnLocked(id)
 	return o != nil && settled(o)
 }
 
@@ -133,32 +178,45 @@ func (c *sizeCache) put(k objectKey, size int64) (enough bool) {
 		return false
 	}
 	size = min(size, maxSizeEstimate)
+	id, origin := c.objectID(k), c.originID(k.origin)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.sizes == nil {
-		c.sizes = map[objectKey]int64{}
-	}
-	old, ok := c.sizes[k]
+	old, ok := c.sizes[id]
 	if ok && old == size {
 		return false
 	}
-	if !ok {
-		c.order = append(c.order, k)
+	c.storeLocked(id, size)
+	c.initLocked()
+	o := c.origins.Get(origin)
+	was, wasRecent := o != nil && settled(o), settled(&c.recent)
+	o = c.origins.Add(origin, size)
+	c.recent.Add(size)
+	c.at = time.Now()
+	return (!was && settled(o)) || (!wasRecent && settled(&c.recent))
+}
+
+// storeLocked sets the size of the object id, forgetting the first
+// stored beyond c.max. Under c.mu.
+func (c *sizeCache) storeLocked(id sizeID, size int64) {
+	if c.sizes == nil {
+		c.sizes = map[sizeID]int64{}
+	}
+	if _, ok := c.sizes[id]; !ok {
+		c.order = append(c.order, id)
 		if len(c.order) > c.max {
 			delete(c.sizes, c.order[0])
 			c.order = c.order[1:]
 		}
 	}
-	c.sizes[k] = size
+	c.sizes[id] = size
+}
+
+// initLocked makes the origins' memories. Under c.mu.
+func (c *sizeCache) initLocked() {
 	if c.origins == nil {
-		c.origins = sizes.NewKeyed(maxSizeOrigins, originSamples)
+		c.origins = sizes.NewKeyed[sizeID](maxSizeOrigins, originSamples)
 		c.recent = sizes.MakeRecent(originSamples)
 	}
-	o := c.origins.Get(k.origin)
-	was, wasRecent := o != nil && settled(o), settled(&c.recent)
-	o = c.origins.Add(k.origin, size)
-	c.recent.Add(size)
-	return (!was && settled(o)) || (!wasRecent && settled(&c.recent))
 }
 
 // settled reports whether o's median stands on enough sizes for a burst

@@ -1,7 +1,9 @@
 package intents
 
 import (
+	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"maps"
@@ -163,8 +165,10 @@ type Transport struct {
 	// headers decide). A path that lost although its round trips would
 	// have let it win has shown a bound on its capacity, which stands as
 	// its estimate until a transfer shows more. At most one race per
-	// Transport; the caller's httptrace.ClientTrace sees the request on
-	// the first of the two paths.
+	// Transport, and none once a race has run over one of the Manager's
+	// paths (its Knowledge remembers that too); the caller's
+	// httptrace.ClientTrace sees the request on the first of the two
+	// paths.
 	DisableFirstRace bool
 
 	initMu sync.Mutex
@@ -174,7 +178,8 @@ type Transport struct {
 	proxy  func(*http.Request) (*url.URL, error)                             // Base's
 	dial   func(ctx context.Context, network, addr string) (net.Conn, error) // Base's, if any
 	dialer *Dialer
-	sizes  *sizeCache // a pointer: the core refers to it, and must not keep t reachable
+	sizes  *sizeCache      // a pointer: the core refers to it, and must not keep t reachable
+	kept   transportMemory // what its Manager's knowledge saves of it (k nil: none)
 
 	statsMu sync.Mutex                               // taken to add a path
 	stats   atomic.Pointer[map[string]*pathCounters] // by path name; copied on write, read without a lock
@@ -185,9 +190,9 @@ type Transport struct {
 	originMu sync.Mutex
 	origins  atomic.Pointer[map[originKey]origin] // copied on write; read per request without a lock
 
-	altSvc   altSvcCache // HTTP/3 alternatives by origin
-	tlsH3    *tls.Config // template of HTTP/3 connections' TLS settings
-	raceOver atomic.Bool // a first request was raced, or a path's capacity is known (see DisableFirstRace)
+	altSvc   *altSvcCache // HTTP/3 alternatives by origin
+	tlsH3    *tls.Config  // template of HTTP/3 connections' TLS settings
+	raceOver atomic.Bool  // a first request was raced, or a path's capacity is known (see DisableFirstRace)
 
 	testHookSplitRead func(got int64) // called as a split part's answer begins (0) and as its bytes arrive (see Splitter)
 }
@@ -383,10 +388,7 @@ func (t *Transport) init() {
 	if l.idlePerHost == 0 { // as net/http's maxIdleConnsPerHost; negative: none kept
 		l.idlePerHost = http.DefaultMaxIdleConnsPerHost
 	}
-	t.sizes = &sizeCache{max: t.MaxSizeHints}
-	if t.sizes.max == 0 {
-		t.sizes.max = 4096
-	}
+	t.sizes, t.altSvc = t.newMemories()
 	cfg := coreConfig{limits: l, originSize: t.sizes.originSize, originSettled: t.sizes.settled}
 	if t.dial == nil { // a Base's own dialer is the user's to run
 		// Not a method value: the core must not keep t reachable (see
@@ -400,10 +402,30 @@ func (t *Transport) init() {
 	t.core = newCore(t.Manager, cfg)
 	if t.Manager != nil {
 		// A Transport dropped without Close still ends its subscription
-		// to the Manager once it is collected.
+		// to the Manager once it is collected, and leaves what it learnt
+		// to be saved.
 		runtime.AddCleanup(t, func(c *core) { c.unsubscribe() }, t.core)
+		if t.Manager.knowledge != nil {
+			runtime.AddCleanup(t, transportMemory.detach, t.kept)
+		}
 	}
 	t.ready.Store(true)
+}
+
+// newMemories makes the Transport's memories of sizes and of HTTP/3
+// alternatives: with its Manager's Knowledge, started from what was
+// learnt last, under the file's key.
+func (t *Transport) newMemories() (*sizeCache, *altSvcCache) {
+	limit := cmp.Or(t.MaxSizeHints, 4096)
+	if t.Manager == nil || t.Manager.knowledge == nil {
+		var key [32]byte
+		rand.Read(key[:])
+		return newSizeCache(limit, key), &altSvcCache{key: key}
+	}
+	k := t.Manager.knowledge
+	sizes, alts := newSizeCache(limit, k.key), &altSvcCache{key: k.key}
+	t.kept = k.attachTransport(t.Manager, sizes, alts)
+	return sizes, alts
 }
 
 // dialHolder carries a dial's choice into the inner transport's DialContext
@@ -682,6 +704,9 @@ func (t *Transport) CloseIdleConnections() {
 func (t *Transport) Close() error {
 	t.init()
 	t.core.close()
+	if t.kept.k != nil {
+		t.kept.detach()
+	}
 	return nil
 }
 

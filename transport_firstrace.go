@@ -8,15 +8,34 @@ import (
 )
 
 // firstRacePaths returns the two paths to race req on, if it is a first
+// request to race (see racePaths), and claims the Transport's one race.
+// Each of the two paths is marked as raced over: what the race shows is
+// in their estimates, and neither this Transport nor another of the
+// Manager's, nor one of a process started from its Knowledge, races
+// again on those networks.
+func (t *Transport) firstRacePaths(req *http.Request, in *Intents) (a, b *Path, ok bool) {
+	a, b, ok = t.racePaths(req, in)
+	if !ok || !t.raceOver.CompareAndSwap(false, true) {
+		return nil, nil, false
+	}
+	for _, p := range []*Path{a, b} {
+		if p.est != nil {
+			p.est.MarkRaced()
+		}
+	}
+	return a, b, true
+}
+
+// racePaths returns the two paths to race req on, if it is a first
 // request to race (see above): a GET or HEAD without a body or an
 // upgrade, not asking for MPTCP, not moving, to an origin not on
 // loopback; while no path of the Manager has a capacity shown or
-// remembered; if the policy is a Racer and says so, on the first two
-// paths among its choices for it, neither avoided by the intents nor
-// expensive. It claims the Transport's one race. Once a path
-// has shown its capacity no request races, and asking costs an atomic
-// load; with a policy that is not a Racer, a type assertion.
-func (t *Transport) firstRacePaths(req *http.Request, in *Intents) (a, b *Path, ok bool) {
+// remembered, nor was raced over; if the policy is a Racer and says so,
+// on the first two paths among its choices for it, neither avoided by
+// the intents nor expensive. Once a path has shown its capacity no
+// request races, and asking costs an atomic load; with a policy that is
+// not a Racer, a type assertion.
+func (t *Transport) racePaths(req *http.Request, in *Intents) (a, b *Path, ok bool) {
 	m := t.Manager
 	if t.DisableFirstRace || t.raceOver.Load() || m == nil || req.URL == nil ||
 		(req.Method != "" && req.Method != http.MethodGet && req.Method != http.MethodHead) ||
@@ -28,8 +47,11 @@ func (t *Transport) firstRacePaths(req *http.Request, in *Intents) (a, b *Path, 
 		return nil, nil, false
 	}
 	for _, p := range m.Paths() {
-		if p.Estimate().Bandwidth > 0 {
-			t.raceOver.Store(true) // a capacity shown or remembered: the policy weighs it
+		if p.Estimate().Bandwidth > 0 || (p.est != nil && p.est.Raced()) {
+			// A capacity shown or remembered: the policy weighs it. Or a
+			// race run there, by this process or one before whose
+			// knowledge it has: what it showed is all a race would.
+			t.raceOver.Store(true)
 			return nil, nil, false
 		}
 	}
@@ -61,7 +83,7 @@ func (t *Transport) firstRacePaths(req *http.Request, in *Intents) (a, b *Path, 
 			break
 		}
 	}
-	if len(two) < 2 || !t.raceOver.CompareAndSwap(false, true) {
+	if len(two) < 2 {
 		return nil, nil, false
 	}
 	return two[0], two[1], true

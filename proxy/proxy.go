@@ -167,7 +167,11 @@ type listenerIntentsKey struct{}
 
 func (s *Server) init() {
 	s.once.Do(func() {
-		s.sizes = newHostSizes(maxHosts)
+		var m *intents.Manager
+		if s.Dialer != nil {
+			m = s.Dialer.Manager
+		}
+		s.sizes = newHostSizes(maxHosts, m)
 		s.stats = newStats()
 		var upstream http.RoundTripper = s.Transport
 		if !s.SharedPool && s.Transport != nil {
@@ -317,6 +321,7 @@ func (s *Server) Close() error {
 		c.Close()
 	}
 	s.wg.Wait()
+	s.sizes.close()
 	if s.pools != nil {
 		s.pools.close()
 	}

@@ -8,6 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,4 +185,52 @@ func TestQuietTunnelsHoldNoBuffer(t *testing.T) {
 	// The last write's buffer goes back just after the echo is out.
 	assert.Eventually(t, func() bool { return relayBuffersOut.Load() == 0 }, 10*time.Second, time.Millisecond,
 		"buffers lent to 20 quiet tunnels: %d", relayBuffersOut.Load())
+}
+
+// What the tunnels taught of each host is kept with the Knowledge of the
+// Manager that places them: a proxy started again from it expects of a
+// host's next tunnel what the one before would have, and the file names
+// no host in clear. Without Knowledge the memory is the proxy's own.
+func TestTunnelSizesOutliveTheProxy(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "paths.json")
+	start := func(knowledge string) (*intents.Manager, *Server) {
+		m, err := intents.NewManager(intents.Config{NoWatch: true, Knowledge: knowledge})
+		require.NoError(t, err)
+		s := &Server{Transport: &intents.Transport{Manager: m}, Dialer: &intents.Dialer{Manager: m}}
+		s.init()
+		return m, s
+	}
+	hosts := []string{"a.example", "B.example", "c.example"}
+	predictions := func(s *Server) []int64 {
+		var out []int64
+		for _, h := range hosts {
+			out = append(out, s.sizes.predict(h))
+		}
+		return out
+	}
+	m, s := start(file)
+	for i, n := range []int64{1000, 3000, 500, 7, 8, 9, 10, 11, 12} {
+		s.sizes.learn(hosts[i%2], n)
+	}
+	want := predictions(s)
+	assert.Equal(t, []int64{12, 9, 0}, want, "each host's last five, the lower middle")
+	require.NoError(t, s.Close())
+	require.NoError(t, m.Close())
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	assert.NotContains(t, strings.ToLower(string(b)), "example", "no host in clear")
+
+	m2, s2 := start(file)
+	defer m2.Close()
+	defer s2.Close()
+	assert.Equal(t, want, predictions(s2))
+	s.sizes.learn("a.example", 1)
+	s2.sizes.learn("a.example", 1)
+	assert.Equal(t, predictions(s), predictions(s2), "and goes on as it would have")
+
+	m3, s3 := start("")
+	defer m3.Close()
+	defer s3.Close()
+	s3.sizes.learn("a.example", 5)
+	assert.Equal(t, []int64{5, 0, 0}, predictions(s3), "its own memory, without Knowledge")
 }

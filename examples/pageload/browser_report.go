@@ -81,7 +81,8 @@ func (r *results) roundRobinTests() []browserCell {
 }
 
 // roundRobinOf is the round robin each EAF browser contender is set against.
-var roundRobinOf = map[string]string{"browser-eaf": "browser-rr", "browser-eaf-warm": "browser-rr", "browser-h2-eaf": "browser-h2-rr"}
+var roundRobinOf = map[string]string{"browser-eaf": "browser-rr", "browser-eaf-warm": "browser-rr", "browser-eaf-restart": "browser-rr",
+	"browser-h2-eaf": "browser-h2-rr"}
 
 // browserCompare compares contender c in the i'th cell with the better
 // (lower median) of refs, all of which the cell must have: the ratio of

@@ -102,6 +102,9 @@ var (
 		// A proxy that keeps running between loads (its Manager's
 		// estimates from the loads before), where the others start anew.
 		"browser-eaf-warm": "EAF, a running proxy (Chromium via the proxy)",
+		// A new proxy each load, started from what the one before saved
+		// (Config.Knowledge): a proxy restarted between pages.
+		"browser-eaf-restart": "EAF, a restarted proxy (Chromium via the proxy)",
 		// The same over HTTP/2 between Chromium and the proxy (an HTTPS
 		// proxy): all of a page's requests reach the proxy at once.
 		"browser-h2-path1":  "path 1 (Chromium via the proxy, HTTP/2)",
@@ -132,23 +135,25 @@ var browserKinds = map[string]struct {
 	// h2Proxy: the browser reaches the proxy over HTTPS, with HTTP/2, and
 	// so sends it all of a page's requests at once.
 	h2Proxy bool
-	// warm: one proxy serves every load, after a load of its own.
-	warm bool
+	// warm: one proxy serves every load, after a load of its own;
+	// restart: a new one each load, from what the one before saved.
+	warm, restart bool
 }{
-	"browser-path1":     {require: "p1"},
-	"browser-path2":     {require: "p2"},
-	"browser-twin":      {require: "p1"},
-	"browser-rr":        {roundRobin: true},
-	"browser-eaf":       {},
-	"browser-eaf-warm":  {warm: true},
-	"browser-h2-path1":  {require: "p1", h2Proxy: true},
-	"browser-h2-path2":  {require: "p2", h2Proxy: true},
-	"browser-h2-rr":     {roundRobin: true, h2Proxy: true},
-	"browser-h2-eaf":    {h2Proxy: true},
-	"browser-tls-path1": {require: "p1", https: true},
-	"browser-tls-path2": {require: "p2", https: true},
-	"browser-tls-eaf":   {https: true},
-	"browser-tls-mptcp": {https: true, mptcp: true},
+	"browser-path1":       {require: "p1"},
+	"browser-path2":       {require: "p2"},
+	"browser-twin":        {require: "p1"},
+	"browser-rr":          {roundRobin: true},
+	"browser-eaf":         {},
+	"browser-eaf-warm":    {warm: true},
+	"browser-eaf-restart": {restart: true},
+	"browser-h2-path1":    {require: "p1", h2Proxy: true},
+	"browser-h2-path2":    {require: "p2", h2Proxy: true},
+	"browser-h2-rr":       {roundRobin: true, h2Proxy: true},
+	"browser-h2-eaf":      {h2Proxy: true},
+	"browser-tls-path1":   {require: "p1", https: true},
+	"browser-tls-path2":   {require: "p2", https: true},
+	"browser-tls-eaf":     {https: true},
+	"browser-tls-mptcp":   {https: true, mptcp: true},
 }
 
 // singlesOf are the single paths contender c is set against: a
@@ -226,7 +231,7 @@ func newContender(key string, cfg config) contender {
 		// is looked up beyond the testbed.
 		// A restarted contender keeps its knowledge in a file of its own.
 		var knowledge string
-		if key == "eaf-restart" {
+		if strings.HasSuffix(key, "-restart") {
 			knowledge = filepath.Join(cfg.KnowledgeDir, key+".json")
 		}
 		m, err := intents.NewManager(intents.Config{Paths: paths, Policy: p, NoWatch: true, MPTCPEndpoints: true, Logger: logger,
@@ -305,7 +310,7 @@ func newContender(key string, cfg config) contender {
 			in.Interfaces = map[string]intents.Level{"p" + key[len(key)-1:]: intents.LevelRequire}
 		}
 		return viaProxy(c, in, perHost)
-	case "browser-path1", "browser-path2", "browser-twin", "browser-eaf", "browser-eaf-warm", "browser-rr",
+	case "browser-path1", "browser-path2", "browser-twin", "browser-eaf", "browser-eaf-warm", "browser-eaf-restart", "browser-rr",
 		"browser-h2-path1", "browser-h2-path2", "browser-h2-rr", "browser-h2-eaf",
 		"browser-tls-path1", "browser-tls-path2", "browser-tls-eaf", "browser-tls-mptcp":
 		kind := browserKinds[key]
@@ -322,8 +327,11 @@ func newContender(key string, cfg config) contender {
 			in.Multipath = intents.MultipathAggregate
 		}
 		c.https = kind.https
-		if kind.warm {
+		switch {
+		case kind.warm:
 			c.fresh, c.prime = false, true
+		case kind.restart:
+			c.prime = true
 		}
 		return viaBrowser(c, in, cfg, kind.h2Proxy)
 	case "mptcp":

@@ -40,24 +40,11 @@ type Snapshot struct {
 	// and did not answer a probe, and nothing has got through since.
 	Unresponsive bool
 	// Remembered: some of the above (the RTTs until this process has a
-	// sample, the capacity until a transfer shows it, the loss until a
-	// connection reports) stands on what an earlier process learnt of
-	// the same network (see Remember), learnt Age ago (the older of the
-	// two, where both are used).
+	// sample of its own, the rates until it has a delivery) stands on
+	// what an earlier process measured (see Restore), Age ago (the older
+	// of the two, where both do).
 	Remembered bool
 	Age        time.Duration
-}
-
-// Remembered is what an earlier process learnt of a path on the same
-// network: its RTTs from Samples samples, learnt at RTTAt, and its
-// capacity (0: none was shown), learnt at CapacityAt.
-type Remembered struct {
-	RTT, MinRTT time.Duration
-	Samples     int
-	RTTAt       time.Time
-	Capacity    float64 // bits/s
-	CapacityAt  time.Time
-	Loss        float64
 }
 
 // FreeRate is the capacity share a new transfer can expect, the
@@ -91,58 +78,12 @@ type Path struct {
 	delivered atomic.Int64
 	probing   atomic.Bool // a probe of the path is under way
 	silent    atomic.Bool // see Snapshot.Unresponsive
-	// remembered is what an earlier process learnt (see Remember);
-	// capacity and capacityAt the last capacity this one saw shown, and
-	// when, which outlive maxRate's window (see Learnt).
-	remembered *Remembered
-	capacity   float64
-	capacityAt time.Time
-}
-
-// Remember gives the path what an earlier process learnt of it, to stand
-// until this process measures the same: the RTTs until its first sample,
-// the capacity until a transfer shows it (the capacity that stands is the
-// larger of it and what transfers have shown as a floor), the loss until
-// a connection reports some.
-func (p *Path) Remember(r Remembered) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.remembered = &r
-}
-
-// Learnt is what this process has measured of the path, to remember for
-// the next (false: nothing yet): its RTTs once it has a sample, the last
-// capacity a transfer showed (however long ago), its loss.
-func (p *Path) Learnt() (Remembered, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var r Remembered
-	now := p.now()
-	if p.samples > 0 {
-		r.RTT, r.Samples, r.RTTAt = p.srtt, p.samples, now
-		r.MinRTT = p.srtt
-		if v, ok := p.minRTT.get(); ok {
-			r.MinRTT = time.Duration(v)
-		}
-	}
-	p.noteCapacity()
-	if p.capacity > 0 {
-		r.Capacity, r.CapacityAt = p.capacity, p.capacityAt
-	}
-	if p.sent > 0 {
-		r.Loss = float64(p.lost) / float64(p.sent)
-	}
-	return r, r.Samples > 0 || r.Capacity > 0
-}
-
-// noteCapacity keeps the capacity shown now, if any. Under p.mu.
-func (p *Path) noteCapacity() {
-	if !p.shown {
-		return
-	}
-	if v, at := p.maxRate.best(); !at.IsZero() {
-		p.capacity, p.capacityAt = v, at
-	}
+	raced     bool        // see State.Raced
+	// rttAt and rateAt are when the last RTT and delivery samples were
+	// taken; restoredRTT and restoredRate say they are an earlier
+	// process's (see Restore), until this one takes its own.
+	rttAt, rateAt             time.Time
+	restoredRTT, restoredRate bool
 }
 
 // MarkUnresponsive marks the path as carrying nothing; it reports whether
@@ -194,7 +135,8 @@ func (p *Path) AddRTT(rtt time.Duration) {
 		p.srtt = (7*p.srtt + rtt) / 8
 	}
 	p.samples++
-	p.minRTT.update(p.now(), float64(rtt))
+	p.rttAt, p.restoredRTT = p.now(), false
+	p.minRTT.update(p.rttAt, float64(rtt))
 }
 
 // AddMinRTT adds a connection's own minimum RTT (the kernel's, over every
@@ -226,7 +168,8 @@ func (p *Path) addDelivery(bytes int64, d time.Duration) {
 	} else {
 		p.rate = 0.75*p.rate + 0.25*r
 	}
-	p.maxRate.update(p.now(), r)
+	p.rateAt, p.restoredRate = p.now(), false
+	p.maxRate.update(p.rateAt, r)
 }
 
 // InitialWindow is the sender's initial congestion window AddTransfer
@@ -444,20 +387,12 @@ func (p *Path) Snapshot() Snapshot {
 	defer p.mu.Unlock()
 	s := p.prior
 	s.Active = p.active
-	p.noteCapacity()
-	if r := p.remembered; r != nil {
-		now := p.now()
-		if p.samples == 0 && r.RTT > 0 {
-			s.RTT, s.MinRTT = r.RTT, r.MinRTT
-			s.Remembered, s.Age = true, now.Sub(r.RTTAt)
-		}
-		if !p.shown && r.Capacity > 0 {
-			s.MaxRate, s.CapacityShown = max(s.MaxRate, r.Capacity), true
-			s.Remembered, s.Age = true, max(s.Age, now.Sub(r.CapacityAt))
-		}
-		if p.sent == 0 {
-			s.Loss = r.Loss
-		}
+	now := p.now()
+	if p.restoredRTT {
+		s.Remembered, s.Age = true, now.Sub(p.rttAt)
+	}
+	if p.restoredRate {
+		s.Remembered, s.Age = true, max(s.Age, now.Sub(p.rateAt))
 	}
 	if p.samples > 0 {
 		s.RTT, s.RTTVar, s.Samples = p.srtt, p.rttvar, p.samples
@@ -468,9 +403,7 @@ func (p *Path) Snapshot() Snapshot {
 	if p.rateKnown {
 		s.Rate = p.rate
 		// A configured capacity is a floor: light traffic never shows a
-		// path's capacity, so measurements only raise it. A remembered
-		// one is too, until a transfer shows the path's (above): it may
-		// be of a path that has since slowed.
+		// path's capacity, so measurements only raise it.
 		if v, ok := p.maxRate.get(); ok {
 			s.MaxRate = max(s.MaxRate, v)
 		}

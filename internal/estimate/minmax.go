@@ -8,8 +8,11 @@ import "time"
 type windowed struct {
 	window time.Duration
 	better func(a, b float64) bool // a replaces b
-	s      [3]sample
+	s      [windowSamples]sample
 }
+
+// windowSamples is how many samples a windowed filter keeps.
+const windowSamples = 3
 
 type sample struct {
 	t time.Time
@@ -22,14 +25,32 @@ func newWindowed(window time.Duration, better func(a, b float64) bool) windowed 
 
 func (w *windowed) get() (float64, bool) { return w.s[0].v, !w.s[0].t.IsZero() }
 
-// best is the best sample and when it was taken (zero: none).
-func (w *windowed) best() (float64, time.Time) { return w.s[0].v, w.s[0].t }
+// saved is the filter's samples, best first (nil: none), for a State.
+func (w *windowed) saved() []Sample {
+	if w.s[0].t.IsZero() {
+		return nil
+	}
+	out := make([]Sample, windowSamples)
+	for i, smp := range w.s {
+		out[i] = Sample{Value: smp.v, At: smp.t}
+	}
+	return out
+}
+
+// restore sets the filter's samples to those saved returned (checked by
+// windowSane); nil empties it.
+func (w *windowed) restore(saved []Sample) {
+	w.s = [windowSamples]sample{}
+	for i, smp := range saved[:min(len(saved), windowSamples)] {
+		w.s[i] = sample{t: smp.At, v: smp.Value}
+	}
+}
 
 // update adds v, measured at t, and returns the best over the window.
 func (w *windowed) update(t time.Time, v float64) float64 {
 	n := sample{t, v}
 	if w.s[0].t.IsZero() || w.better(v, w.s[0].v) || t.Sub(w.s[2].t) > w.window {
-		w.s = [3]sample{n, n, n} // a new best, or nothing left in the window
+		w.s = [windowSamples]sample{n, n, n} // a new best, or nothing left in the window
 		return v
 	}
 	if w.better(v, w.s[1].v) {

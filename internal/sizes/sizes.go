@@ -8,7 +8,10 @@
 // trips, so the guess errs small (see docs/findings.md).
 package sizes
 
-import "slices"
+import (
+	"iter"
+	"slices"
+)
 
 // Recent is the last sizes given to it, up to its window, and their
 // median, kept as they come: decisions read it far more often.
@@ -45,26 +48,51 @@ func (r *Recent) Newest(k int) int64 {
 	return r.ring[(r.i-1-k+2*len(r.ring))%len(r.ring)]
 }
 
+// Sizes returns the sizes held, oldest first: added to a new Recent of
+// the same window in that order, they make the same Recent.
+func (r *Recent) Sizes() []int64 {
+	out := make([]int64, r.n)
+	for k := range r.n {
+		out[r.n-1-k] = r.Newest(k)
+	}
+	return out
+}
+
 // Keyed keeps a Recent per key for at most its bound of keys: a new key
 // past the bound pushes out the one first added. Not safe for concurrent
 // use: its users hold their own lock.
-type Keyed struct {
+type Keyed[K comparable] struct {
 	maxKeys, window int
-	m               map[string]*Recent
-	order           []string // keys, first added first
+	m               map[K]*Recent
+	order           []K // keys, first added first
 }
 
 // NewKeyed returns a Keyed of at most maxKeys keys, each keeping its last
 // window sizes.
-func NewKeyed(maxKeys, window int) *Keyed {
-	return &Keyed{maxKeys: max(maxKeys, 1), window: window, m: map[string]*Recent{}}
+func NewKeyed[K comparable](maxKeys, window int) *Keyed[K] {
+	return &Keyed[K]{maxKeys: max(maxKeys, 1), window: window, m: map[K]*Recent{}}
 }
 
 // Get returns key's sizes, nil if none.
-func (k *Keyed) Get(key string) *Recent { return k.m[key] }
+func (k *Keyed[K]) Get(key K) *Recent { return k.m[key] }
+
+// All yields the keys and their sizes, the first added first: added to a
+// new Keyed of the same bounds in that order, they make the same Keyed.
+func (k *Keyed[K]) All() iter.Seq2[K, *Recent] {
+	return func(yield func(K, *Recent) bool) {
+		for _, key := range k.order {
+			if !yield(key, k.m[key]) {
+				return
+			}
+		}
+	}
+}
+
+// Len is how many keys it holds.
+func (k *Keyed[K]) Len() int { return len(k.order) }
 
 // Add takes size as key's newest, and returns key's sizes.
-func (k *Keyed) Add(key string, size int64) *Recent {
+func (k *Keyed[K]) Add(key K, size int64) *Recent {
 	r := k.m[key]
 	if r == nil {
 		if len(k.order) >= k.maxKeys {

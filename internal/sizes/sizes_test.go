@@ -29,7 +29,7 @@ func TestRecentMedianOfItsWindow(t *testing.T) {
 // A Keyed holds at most its bound of keys, the first added going first,
 // and a key's sizes stay its own.
 func TestKeyedBounded(t *testing.T) {
-	k := NewKeyed(2, 5)
+	k := NewKeyed[string](2, 5)
 	k.Add("a", 1)
 	k.Add("b", 2)
 	k.Add("a", 3)
