@@ -26,17 +26,16 @@ import (
 // neither another of the pool's connections on the path nor its interface
 // received anything meanwhile, the path is taken to be silent: it is
 // marked Unresponsive until a handshake through it succeeds again (new
-// requests go elsewhere), and its quiet connections that lose nothing by
-// it close as on a path that went down: those idle, and those whose one
-// request is sent again on another path (idempotent, before its response)
-// or resumes there by range (entry.recoverable). A connection whose
-// request would fail (a body that cannot resume, a request that may not
-// be sent twice) is held: a cellular link stalls for seconds and comes
-// back (see docs/findings.md), with its
-// queued packets and the probe's answer behind them, and nothing tells a
-// stall from a blackhole until it ends. A held connection closes, its
-// request failing with a PathDownError, only once it has been quiet for
-// holdSilent, or on a link event. If the probe
+// requests go elsewhere), and its quiet connections are handled as on a
+// path that went down (core.loseLocked): those that lose nothing by it
+// close (idle, or their one request sent again on another path or
+// resumed there by range); one whose request would fail (a body that
+// cannot resume, a request that may not be sent twice) stays with it, as
+// it would in net/http: a cellular link stalls for tens of seconds and
+// comes back (see docs/findings.md), with its queued packets and the
+// probe's answer behind them, and nothing tells a stall from a blackhole
+// until it ends. It ends as its server, the kernel or the caller's
+// deadline ends it, never cut by the library. If the probe
 // is answered while the connection stays quiet, the path works and the
 // connection waits out a retransmission timeout: a response body on it
 // that resumes by range asks for its rest on another connection
@@ -58,12 +57,6 @@ const (
 	// path thought dead does not make it worth using yet.
 	reprobeTimeout = 2 * time.Second
 )
-
-// holdSilent is how long a connection whose request cannot be had again
-// stays open, quiet, on a path taken for silent: longer than the longest
-// stall of the cellular traces (see docs/findings.md). TCP itself would
-// wait minutes. A variable for tests.
-var holdSilent = 15 * time.Second
 
 // quietFor is how long the connection has received nothing, as far as
 // its path is concerned: zero while bytes wait unread (the reader is
@@ -91,17 +84,10 @@ func (h *pathHealth) checkQuiet(e *entry, info tcpinfo.Info, activeSince time.Ti
 	}
 	quiet := quietFor(info, time.Since(activeSince))
 	if !responsive(e.path) {
-		// Held on a path taken for silent (see pathSilent): the path's
-		// reprobes tell when it answers; this connection's silence, how
-		// long it may wait.
-		if quiet < holdSilent {
-			// Looked at again within a reprobe's gap: once the mark
-			// clears, its silences count from the usual bars again.
-			return min(holdSilent-quiet, reprobeFirst)
-		}
-		h.pool.closeDown([]*entry{e})
-		if log := h.m.debugLogger(context.Background()); log != nil {
-			log.Debug("intents: held connection closes on a silent path", "path", e.path.Name, "quiet", quiet)
+		// On a path taken for silent, busy when it was (bytes waited
+		// unread then): now quiet too, it is handled as the others were.
+		if quiet >= deadAfter(info.RTT) {
+			h.pool.closeDown([]*entry{e})
 		}
 		return 0
 	}
@@ -247,26 +233,20 @@ func (h *pathHealth) probeLive(ctx context.Context, p *Path, remote netip.AddrPo
 	return (&Dialer{}).probeRTT(ctx, h.m, p, Destination{Network: "tcp", Host: remote.Addr().String(), Port: remote.Port()})
 }
 
-// pathSilent takes p for dead: marks it Unresponsive, closes quiet (its
-// TCP connections that are idle or quiet too: their requests fail with a
-// PathDownError), and probes it until it answers.
+// pathSilent takes p for dead: marks it Unresponsive, handles quiet (its
+// TCP connections that are idle or quiet too) as on a path that went
+// down, and probes it until it answers.
 func (h *pathHealth) pathSilent(p *Path, quiet []*entry, remote netip.AddrPort, why error) {
 	if p.est == nil {
 		return
 	}
 	first := p.est.MarkUnresponsive()
-	var lossless []*entry
-	for _, e := range quiet {
-		if e.recoverable() {
-			lossless = append(lossless, e)
-		}
-	}
 	if first && !h.run(func() { h.reprobe(p.Name, p.est, remote) }) {
 		p.est.ClearUnresponsive() // closing: nobody would probe it
 	}
-	h.pool.closeDown(lossless)
+	stayed := h.pool.closeDown(quiet)
 	if log := h.m.debugLogger(context.Background()); log != nil {
-		log.Debug("intents: path unresponsive", "path", p.Name, "peer", remote, "closed", len(lossless), "held", len(quiet)-len(lossless), "probe", why)
+		log.Debug("intents: path unresponsive", "path", p.Name, "peer", remote, "closed", len(quiet)-stayed, "held", stayed, "probe", why)
 	}
 }
 

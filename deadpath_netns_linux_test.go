@@ -37,18 +37,22 @@ import (
 //     again the mark clears (the path is probed) and path 1 is used again;
 //   - slow: no blackhole, a server that answers after a second: the
 //     connection is probed, the probe answered, and nothing is cut;
-//   - stall: a body that cannot resume (no validator) stalls on path 1
-//     for two seconds, as a cellular link does: no delivery, the probe's
-//     answer queued behind the body, then the queue drains. The path is
-//     taken for silent, but the connection is held and the body completes;
-//   - held: the same body into a blackhole: held, then closed once quiet
-//     for the hold (1 s here), failing with a PathDownError;
+//   - outage: three bodies that cannot resume (no validator, no length)
+//     on path 1, which goes silent for 16 s mid-body, as a cellular link
+//     does (no delivery, the probe's answer queued behind the bodies),
+//     carries for a second, and goes silent again for 3 s. The path is
+//     taken for silent, but the connections stay and every body
+//     completes, byte for byte, on path 1;
+//   - held: such a body into a blackhole, with one connection per host:
+//     it stays, out of the pool, so the next request to the host goes
+//     over path 2 at once; the body ends at the caller's deadline, with a
+//     PathDownError that says it could not move;
 //   - twostep: a two-step download's rest into a blackhole: its caller
-//     asks for the rest itself, so it is not held (the hold is a minute
-//     here, the download has ten seconds);
+//     asks for the rest itself, so it does not stay (the download has
+//     ten seconds);
 //   - again: as resume, and then path 2 turns into a blackhole too while
 //     path 1 comes back: the rest, asked for by range, resumes again
-//     rather than being held (a minute here, the download ten seconds);
+//     rather than staying (the download has ten seconds);
 //   - aggregate: an aggregated download whose first range (2 MB) is on
 //     path 1 when it turns into a blackhole: that range is asked for again
 //     on path 2, as the others are, not held;
@@ -56,7 +60,7 @@ import (
 func TestNetnsDeadPath(t *testing.T) {
 	testbed.SkipIfShort(t, "10 s")
 	testbed.RequireRoot(t)
-	for _, scenario := range []string{"resume", "retry", "slow", "stall", "held", "twostep", "again", "aggregate", "aggregate-later"} {
+	for _, scenario := range []string{"resume", "retry", "slow", "outage", "held", "twostep", "again", "aggregate", "aggregate-later"} {
 		t.Run(scenario, func(t *testing.T) {
 			tb := testbed.New(t, testbed.Spec{Servers: 2, Paths: []testbed.PathSpec{
 				testbed.Symmetric(20*time.Millisecond, 20e6), testbed.Symmetric(40*time.Millisecond, 20e6)}})
@@ -87,26 +91,34 @@ func TestNetnsDeadPath(t *testing.T) {
 					p1.SetDown(fromP1)
 					fmt.Fprint(w, strings.Repeat("x", 100_000))
 				}))
-			case "stall", "held":
-				// No validator, no length: a body that cannot resume.
+			case "outage", "held":
+				// No validator, no length: a body that cannot resume
+				// (?small: a small one).
 				web.Handle(tb.Hosts[1].String(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					_, _ = io.Copy(w, io.LimitReader(testbed.NewObject(stallSize), stallSize))
+					size := int64(stallSize)
+					if r.URL.Query().Has("small") {
+						size = 1000
+					}
+					_, _ = io.Copy(w, io.LimitReader(testbed.NewObject(size), size))
 				}))
 				at := p1.Down.Stats().Bytes + 1_000_000
 				if scenario == "held" {
 					p1.Down.OnBytes(at, func() { p1.SetDown(true) })
 					break
 				}
-				// Nothing for 2 s, then 24 Mbit/s: the queue (deep, as a
+				// Nothing for 16 s, then 24 Mbit/s for a second, nothing
+				// for 3 s, then 24 Mbit/s again: the queue (deep, as a
 				// cellular one) delivers what waited.
-				lines := []string{"2000"}
-				for ms := 2001; ms <= 6000; ms++ {
-					lines = append(lines, strconv.Itoa(ms), strconv.Itoa(ms))
+				lines := []string{"16000"}
+				for ms := 16001; ms <= 60000; ms++ {
+					if ms <= 17000 || ms > 20000 {
+						lines = append(lines, strconv.Itoa(ms), strconv.Itoa(ms))
+					}
 				}
-				gap, err := testbed.ParseTrace("stall", strings.NewReader(strings.Join(lines, "\n")))
+				gaps, err := testbed.ParseTrace("outage", strings.NewReader(strings.Join(lines, "\n")))
 				require.NoError(t, err)
 				stalled := p1.Spec.Down
-				stalled.Trace, stalled.Queue = gap, 4<<20
+				stalled.Trace, stalled.Queue = gaps, 16<<20
 				p1.Down.OnBytes(at, func() { p1.Down.Set(stalled) })
 			}
 			testbed.RunTest(t, tb.Client, "TestNetnsDeadPathChild", scenario)
@@ -136,8 +148,8 @@ func TestNetnsDeadPath(t *testing.T) {
 				assert.Contains(t, probes, "10.71.1.1", "the quiet connection was probed, and the probe answered")
 				assert.Equal(t, []string{"10.71.1.1 1"}, served, "nothing cut, nothing sent again")
 			}
-			if scenario == "stall" {
-				assert.Equal(t, []string{"10.71.1.1 1"}, served, "nothing cut, nothing sent again")
+			if scenario == "outage" {
+				assert.Equal(t, []string{"10.71.1.1 1", "10.71.1.1 1", "10.71.1.1 1"}, served, "nothing cut, nothing sent again")
 			}
 		})
 	}
@@ -167,12 +179,6 @@ const stallSize = 4_000_000
 
 func TestNetnsDeadPathChild(t *testing.T) {
 	scenario := testbed.ChildArg(t, "TestNetnsDeadPath")
-	switch scenario {
-	case "held":
-		intents.SetHoldSilent(time.Second)
-	case "twostep", "again", "aggregate", "aggregate-later":
-		intents.SetHoldSilent(time.Minute)
-	}
 	log := make(intents.DebugLog, 256)
 	held := &heldCount{}
 	m, err := intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}},
@@ -181,6 +187,8 @@ func TestNetnsDeadPathChild(t *testing.T) {
 	defer m.Close()
 	tr := &intents.Transport{Manager: m}
 	switch scenario {
+	case "held":
+		tr.MaxConnsPerHost = 1
 	case "twostep":
 		tr.TwoStep = 8 << 10
 	case "aggregate", "aggregate-later":
@@ -269,26 +277,63 @@ func TestNetnsDeadPathChild(t *testing.T) {
 	case "again":
 		getWithin(6_000_000, 10*time.Second)
 		assert.Equal(t, []string{"10.71.1.1", "10.71.2.1", "10.71.1.1"}, local, "path 1, its rest over path 2, the rest of that over path 1")
-	case "stall":
-		n, sum := get("http://10.71.100.2/")
-		assert.EqualValues(t, stallSize, n)
-		assert.Equal(t, testbed.ObjectSum(stallSize), sum, "byte for byte")
-		assert.Equal(t, []string{"10.71.1.1"}, local, "on path 1 throughout")
-		log.Await(t, "intents: path unresponsive") // the stall looked like a blackhole
+	case "outage":
+		var wg sync.WaitGroup
+		for i := range 3 {
+			wg.Go(func() {
+				start := time.Now()
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://10.71.100.2/?i=%d", i), nil)
+				if !assert.NoError(t, err) {
+					return
+				}
+				resp, err := tr.RoundTrip(req)
+				if !assert.NoError(t, err) {
+					return
+				}
+				defer resp.Body.Close()
+				h := sha256.New()
+				n, err := io.Copy(h, resp.Body)
+				assert.NoError(t, err, "never cut")
+				assert.EqualValues(t, stallSize, n)
+				assert.Equal(t, testbed.ObjectSum(stallSize), [32]byte(h.Sum(nil)), "byte for byte")
+				t.Logf("body %d: %d bytes in %v", i, n, time.Since(start).Round(time.Millisecond))
+			})
+		}
+		log.Await(t, "intents: path unresponsive") // the outage looked like a blackhole
+		wg.Wait()
+		assert.Equal(t, []string{"10.71.1.1", "10.71.1.1", "10.71.1.1"}, local, "on path 1 throughout")
+		assert.Positive(t, held.n.Load(), "they stayed")
 	case "held":
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://10.71.100.2/", nil)
+		bodyCtx, cancel := context.WithTimeout(ctx, 4*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(bodyCtx, http.MethodGet, "http://10.71.100.2/", nil)
 		require.NoError(t, err)
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
 		defer resp.Body.Close()
+		read := make(chan error, 1)
 		start := time.Now()
-		n, err := io.Copy(io.Discard, resp.Body)
+		var n int64
+		go func() {
+			var err error
+			n, err = io.Copy(io.Discard, resp.Body)
+			read <- err
+		}()
+		log.Await(t, "intents: path unresponsive")
+		small, _ := get("http://10.71.100.2/?small")
+		assert.EqualValues(t, 1000, small, "the host's one place not held by the body that stayed")
+		assert.Equal(t, "10.71.2.1", lastLocal(), "over path 2")
+		err = <-read
 		t.Logf("%d bytes, then %v after %v", n, err, time.Since(start).Round(time.Millisecond))
-		require.ErrorIs(t, err, intents.ErrPathDown, "closed once held for the hold")
+		require.ErrorIs(t, err, context.DeadlineExceeded, "it ends at the caller's deadline, not before")
+		require.ErrorIs(t, err, intents.ErrPathDown)
 		var down *intents.PathDownError
 		require.ErrorAs(t, err, &down)
 		assert.Equal(t, "p1", down.Path)
+		assert.True(t, down.Stayed)
+		assert.Contains(t, err.Error(), "could not move to another path")
 		assert.Less(t, n, int64(stallSize))
+		assert.Equal(t, int64(1), held.n.Load(), "it stayed")
 		assert.True(t, m.Path("p1").Estimate().Unresponsive, "path 1 marked")
 	case "slow":
 		n, _ := get("http://10.71.100.1/obj/1000?delay=1s")

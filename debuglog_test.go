@@ -38,8 +38,3 @@ func (d DebugLog) Await(t *testing.T, msg string) {
 		}
 	}
 }
-
-// SetHoldSilent sets how long a connection whose request cannot be had
-// again is held on a silent path (see holdSilent), for tests that cannot
-// wait the default; call it before any Manager starts.
-func SetHoldSilent(d time.Duration) { holdSilent = d }

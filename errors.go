@@ -76,11 +76,20 @@ var ErrPathDown = errors.New("intents: path went down")
 // PathDownError says which path a request lost.
 type PathDownError struct {
 	Path string
-	Err  error // what the connection reported
+	// Stayed: the request could not move to another path (a body without
+	// a validator to resume by, a request not safe to send twice), so its
+	// connection was left to it, and Err is how that ended (the server,
+	// the kernel giving up, the caller's deadline).
+	Stayed bool
+	Err    error // what the connection reported
 }
 
 // Error names the path and what the connection reported.
 func (e *PathDownError) Error() string {
+	if e.Stayed {
+		return "intents: path " + e.Path + " went down or silent during the request, which could not move to another path " +
+			"(no validator to resume by, or not safe to send twice), and its connection ended: " + e.Err.Error()
+	}
 	return "intents: path " + e.Path + " went down during the request: " + e.Err.Error()
 }
 

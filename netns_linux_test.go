@@ -59,10 +59,14 @@ func setupTwoPaths(t *testing.T) *twoPaths {
 	tp.web, err = tp.tb.StartWeb(testbed.WebOptions{})
 	require.NoError(t, err)
 	// stall.test sends its headers and a first chunk, then nothing until
-	// the client goes away or the test ends.
+	// the client goes away or the test ends (?whole: ten bytes, whole).
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	tp.web.Handle("stall.test", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("whole") {
+			w.Write(make([]byte, 10))
+			return
+		}
 		w.Header().Set("Content-Length", "100000")
 		w.Write(make([]byte, 1000))
 		http.NewResponseController(w).Flush()
@@ -173,7 +177,7 @@ func TestNetnsTwoPaths(t *testing.T) {
 		for _, r := range tp.web.Requests()[n:] {
 			got = append(got, fmt.Sprintf("%s from %s", r.Host, r.Remote.Addr()))
 		}
-		assert.Contains(t, got, "host1.test from 10.71.2.1", "the next request went over path 2")
+		assert.Contains(t, got, "stall.test from 10.71.2.1", "the next request went over path 2")
 	})
 	t.Run("Transport: the other path warmed by a spare connection", func(t *testing.T) {
 		// measure.test answers once the server has seen a connection from
@@ -399,30 +403,39 @@ func TestNetnsTwoPathsChild(t *testing.T) {
 		assert.Equal(t, 1, st["p2"].Idle)
 
 	case "pathdown":
+		// A body that cannot move (no validator) stays on its connection
+		// when its path goes down, out of the pool: the next request goes
+		// over path 2 at once, even with one connection per host, and the
+		// body ends as its caller's deadline ends it, saying why.
 		m := explicit(t, true)
-		tr := &intents.Transport{Manager: m}
+		tr := &intents.Transport{Manager: m, MaxConnsPerHost: 1}
 		defer tr.CloseIdleConnections()
 		ctx := prefer("p1")
-		req, _ := http.NewRequestWithContext(ctx, "GET", "http://stall.test/", nil)
+		bodyCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(bodyCtx, "GET", "http://stall.test/", nil)
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		_, err = io.ReadFull(resp.Body, make([]byte, 1000))
 		require.NoError(t, err)
 		setLink(t, m, "p1", false)
-		_, err = io.Copy(io.Discard, resp.Body)
-		require.ErrorIs(t, err, intents.ErrPathDown)
-		var pde *intents.PathDownError
-		require.ErrorAs(t, err, &pde)
-		assert.Equal(t, "p1", pde.Path)
-		t.Log(err)
 
-		req, _ = http.NewRequestWithContext(ctx, "GET", "http://host1.test/obj?size=10", nil)
+		req, _ = http.NewRequestWithContext(ctx, "GET", "http://stall.test/?whole", nil)
 		resp2, err := tr.RoundTrip(req)
 		require.NoError(t, err)
 		io.Copy(io.Discard, resp2.Body)
 		resp2.Body.Close()
-		assert.EqualValues(t, 1, tr.Stats()["p2"].Requests)
+		assert.EqualValues(t, 1, tr.Stats()["p2"].Requests, "the host's place not held by the body that stayed")
+
+		_, err = io.Copy(io.Discard, resp.Body)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "the caller's deadline ends it, not the path")
+		require.ErrorIs(t, err, intents.ErrPathDown)
+		var pde *intents.PathDownError
+		require.ErrorAs(t, err, &pde)
+		assert.Equal(t, "p1", pde.Path)
+		assert.True(t, pde.Stayed)
+		t.Log(err)
 
 	case "udp":
 		m := explicit(t, true)

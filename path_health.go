@@ -46,10 +46,11 @@ type healthPool interface {
 	// busy reports whether e is in the pool with requests in flight, and
 	// for how long it has been.
 	busy(e *entry) (active bool, activeFor time.Duration)
-	// closeDown closes es as connections on a path that went down: their
-	// requests fail with a PathDownError, or are sent again or resume
-	// elsewhere where they may.
-	closeDown(es []*entry)
+	// closeDown handles es as connections on a path that went down or
+	// silent (see core.loseLocked): those that lose nothing by it close,
+	// their requests sent again or resumed elsewhere; the others stay
+	// with their requests, out of the pool. It returns how many stayed.
+	closeDown(es []*entry) (stayed int)
 	// closeStalled closes e, if it carries one response body that resumes
 	// elsewhere (entry.resumable), as stalled: the body asks for its rest
 	// on another connection. False if e carries anything else, or is gone.

@@ -111,6 +111,10 @@ type entryFate struct {
 	// to another path (see pathHealth.migrate): the requests in flight
 	// keep this one, and read how the connection ended from there.
 	movedTo atomic.Pointer[entry]
+	// stayed: its path went down or silent while it carried what cannot
+	// move (see core.loseLocked), so it was left to finish out of the
+	// pool; closed once says it was closed when they ended.
+	stayed, closed atomic.Bool
 }
 
 // entryOrigin is what opened an entry, for a spare connection on another
@@ -188,7 +192,7 @@ func (e *entry) pathErr(err error) error {
 	}
 	switch down, stalled := e.ended(); {
 	case down != nil:
-		return &PathDownError{Path: pathName(down.path), Err: err}
+		return &PathDownError{Path: pathName(down.path), Stayed: down.fate.stayed.Load(), Err: err}
 	case stalled:
 		return &stalledError{err}
 	}
@@ -199,7 +203,7 @@ func (e *entry) pathErr(err error) error {
 // migrated to since: the entry whose path went down, or that it stalled.
 func (e *entry) ended() (down *entry, stalled bool) {
 	for x := e; x != nil; x = x.fate.movedTo.Load() {
-		if x.fate.pathDown.Load() {
+		if x.fate.pathDown.Load() || x.fate.stayed.Load() {
 			return x, false
 		}
 		if x.fate.stalled.Load() {
@@ -467,6 +471,31 @@ func (c *core) release(e *entry, pending int64) {
 	c.changed(e)
 }
 
+// loseLocked handles e, on a path that went down or went silent, under
+// c.mu, and reports whether e stayed. A connection that loses nothing by
+// closing (entry.recoverable: idle, or its request sent again or resumed
+// by range on another path) closes. One whose requests cannot move (a
+// body without a validator, a request not safe to send twice, several
+// streams) stays with them, as it would in net/http, to end as its
+// server, the kernel or the caller ends it: a cellular link stalls for
+// tens of seconds and comes back, and nothing tells a stall from a
+// blackhole until it ends. It leaves the pool meanwhile: it takes no
+// other request and holds no place in the limits (the page goes on over
+// the other paths), and closes once its requests end.
+func (c *core) loseLocked(e *entry) (stayed bool) {
+	if e.removed {
+		return false
+	}
+	if e.recoverable() {
+		e.fate.pathDown.Store(true)
+		c.remove(e)
+		return false
+	}
+	e.fate.stayed.Store(true)
+	c.detach(e)
+	return true
+}
+
 // remove takes e out of the pool and closes it, under c.mu.
 func (c *core) remove(e *entry) {
 	if e.removed {
@@ -503,6 +532,9 @@ func (c *core) changed(e *entry) {
 // follows, once waiters had their chance at e.
 func (c *core) changedLocked(e *entry) (sample bool) {
 	if e.removed {
+		if e.fate.stayed.Load() && e.c.inFlight() == 0 && e.fate.closed.CompareAndSwap(false, true) {
+			go e.c.close() // its requests are done: see loseLocked
+		}
 		return false
 	}
 	if e.c.dead() || c.closed {
@@ -521,32 +553,39 @@ func (c *core) changedLocked(e *entry) (sample bool) {
 	return sample
 }
 
-// drainGonePaths closes the connections on paths that are gone, down or
-// without the connection's address, busy ones too: their requests could
-// only hang. Those requests fail with a PathDownError. A connection that
-// can migrate (HTTP/3) moves to another path instead, with its requests;
-// an MPTCP one is left to its other subflows while another path is up.
+// drainGonePaths handles the connections on paths that are gone, down or
+// without the connection's address (see loseLocked): those that lose
+// nothing by it close, their requests sent again or resumed elsewhere;
+// the others stay with their requests, out of the pool (the link may
+// come back, with the address). A connection that can migrate (HTTP/3)
+// moves to another path instead, with its requests; an MPTCP one is left
+// to its other subflows while another path is up.
 func (c *core) drainGonePaths() {
 	c.mu.Lock()
-	c.removeWhere(func(e *entry) bool {
-		if e.path == nil || e.migrating {
-			return false
+	var lost []*entry
+	for _, es := range c.reg.entries {
+		for _, e := range es {
+			if e.path == nil || e.migrating {
+				continue
+			}
+			p := c.m.Path(e.path.Name)
+			gone := p == nil || !p.Up || !hasLocalAddr(p, e.raw)
+			if !gone || (e.mptcp && c.m.otherPathUp(e.path.Name)) {
+				// An MPTCP connection goes on over its subflows on the
+				// other paths: the kernel moves what was in flight.
+				continue
+			}
+			if mg, ok := e.c.(migratable); ok && !c.closed {
+				e.migrating = true
+				c.health.run(func() { c.health.migrate(e, mg, true) })
+				continue
+			}
+			lost = append(lost, e)
 		}
-		p := c.m.Path(e.path.Name)
-		gone := p == nil || !p.Up || !hasLocalAddr(p, e.raw)
-		if !gone || (e.mptcp && c.m.otherPathUp(e.path.Name)) {
-			// An MPTCP connection goes on over its subflows on the other
-			// paths: the kernel moves what was in flight.
-			return false
-		}
-		if mg, ok := e.c.(migratable); ok && !c.closed {
-			e.migrating = true
-			c.health.run(func() { c.health.migrate(e, mg, true) })
-			return false
-		}
-		e.fate.pathDown.Store(true)
-		return true
-	})
+	}
+	for _, e := range lost {
+		c.loseLocked(e)
+	}
 	c.mu.Unlock()
 	c.sched.serve()
 }

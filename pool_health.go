@@ -21,19 +21,19 @@ func (c *core) busy(e *entry) (active bool, activeFor time.Duration) {
 	return e.c.inFlight() > 0 && !e.removed, c.sampler.activeFor(e)
 }
 
-func (c *core) closeDown(es []*entry) {
+func (c *core) closeDown(es []*entry) (stayed int) {
 	if len(es) == 0 {
-		return
+		return 0
 	}
 	c.mu.Lock()
 	for _, e := range es {
-		if !e.removed {
-			e.fate.pathDown.Store(true)
-			c.remove(e)
+		if c.loseLocked(e) {
+			stayed++
 		}
 	}
 	c.mu.Unlock()
 	c.sched.serve()
+	return stayed
 }
 
 func (c *core) closeStalled(e *entry) bool {
@@ -111,10 +111,10 @@ func (c *core) startMigration(e *entry) bool {
 
 // migrated: on success a new entry on the new path takes e's place in
 // the pool, with the same connection; the requests in flight keep e for
-// their bookkeeping. On failure, e on a path that went down is removed
-// and closed as any connection there: its requests fail with a
-// PathDownError; e on a path still up stays, and is not moved again for
-// a while.
+// their bookkeeping. On failure, e on a path that went down is handled as
+// any connection there (see loseLocked): closed if that loses nothing,
+// else left to its requests, out of the pool; e on a path still up
+// stays, and is not moved again for a while.
 func (c *core) migrated(e *entry, to *Path, err error, gone bool) {
 	c.mu.Lock()
 	if err != nil && !gone && !e.removed {
@@ -123,8 +123,11 @@ func (c *core) migrated(e *entry, to *Path, err error, gone bool) {
 		return
 	}
 	if err != nil || e.removed || c.closed {
-		e.fate.pathDown.Store(err != nil)
-		c.remove(e)
+		if err != nil && !c.closed {
+			c.loseLocked(e)
+		} else {
+			c.remove(e)
+		}
 		c.mu.Unlock()
 		c.sched.serve()
 		return

@@ -1039,9 +1039,11 @@ func TestGrantLoggedAtTheGrantedSize(t *testing.T) {
 	assert.EqualValues(t, 10_000, in.SizeToBeReceived, "the request's own intents stay")
 }
 
-// When a path goes down, its connections close (their requests fail with
-// a PathDownError), but an MPTCP one stays while another path is up: its
-// subflows there carry it on. With no path left up, it closes too.
+// When a path goes down, its connections leave the pool: one whose
+// request cannot move stays with it, open, until it ends (its errors are
+// a PathDownError), an idle one closes; an MPTCP one stays in the pool
+// while another path is up: its subflows there carry it on. With no path
+// left up, it leaves too.
 func TestPathDownLeavesMPTCPToItsSubflows(t *testing.T) {
 	a := fakePath("a", "10.9.0.1")
 	b := fakePath("b", "10.9.1.1")
@@ -1055,8 +1057,8 @@ func TestPathDownLeavesMPTCPToItsSubflows(t *testing.T) {
 	m.paths.Store(&[]*Path{&aDown, b})
 	c.drainGonePaths()
 	c.mu.Lock()
-	assert.True(t, plain.removed)
-	assert.True(t, plain.fate.pathDown.Load(), "its requests fail with a PathDownError")
+	assert.True(t, plain.removed, "out of the pool")
+	assert.True(t, plain.fate.stayed.Load(), "left to its request, which cannot move")
 	assert.False(t, multi.removed, "the MPTCP connection goes on over path b")
 	c.mu.Unlock()
 
@@ -1192,4 +1194,54 @@ func TestPathHealthStartsNothingAfterClose(t *testing.T) {
 	assert.Empty(t, c.reg.dialing)
 	c.mu.Unlock()
 	assert.True(t, p.est.StartProbe(), "the path's probe mark is given back")
+}
+
+// closeWatched is a fakeConn that says when it is closed.
+type closeWatched struct {
+	*fakeConn
+	closes chan string
+	name   string
+}
+
+func (c closeWatched) close() error { c.closes <- c.name; return nil }
+
+// On a path that went down, what loses nothing by closing closes (an idle
+// connection, a request that is sent again elsewhere); a connection whose
+// request cannot move stays with it, out of the pool (no place in the
+// limits, offered to no one), and closes once that request ends.
+func TestLostPathLeavesWhatCannotMove(t *testing.T) {
+	a := fakePath("a", "10.9.0.1")
+	m := loManager(t, nil)
+	closes := make(chan string, 4)
+	entryOf := func(id uint64, name string, busy bool) *entry {
+		e := busyEntry(id, a)
+		e.c = closeWatched{&fakeConn{busy: busy}, closes, name}
+		return e
+	}
+	idle, replayable, stays := entryOf(1, "idle", false), entryOf(2, "replayable", true), entryOf(3, "stays", true)
+	replayable.fate.replayable.Store(true)
+	c := poolWith(m, 1, 0, []*Path{a}, idle, replayable, stays)
+	defer c.close()
+	assert.Equal(t, 1, c.closeDown([]*entry{idle, replayable, stays}), "one stayed")
+	assert.ElementsMatch(t, []string{"idle", "replayable"}, []string{<-closes, <-closes})
+	c.mu.Lock()
+	assert.True(t, replayable.fate.pathDown.Load(), "its request is sent again elsewhere")
+	assert.True(t, stays.removed, "out of the pool")
+	assert.True(t, c.reg.roomFor("k"), "its place in the host's one is free")
+	assert.Empty(t, c.reg.entries["k"], "offered to no one")
+	c.mu.Unlock()
+	select {
+	case name := <-closes:
+		t.Fatalf("%s closed while its request goes on", name)
+	default:
+	}
+	stays.c.(closeWatched).busy = false // its request ends
+	c.changed(stays)
+	assert.Equal(t, "stays", <-closes, "closed once its request ended")
+	c.changed(stays)
+	select {
+	case <-closes:
+		t.Fatal("closed twice")
+	default:
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -151,9 +152,11 @@ func TestNetnsHTTP3Child(t *testing.T) {
 // 1 MB of it: by a link event (the client's device down), or as a
 // blackhole (the link stays up, every packet lost both ways). The QUIC
 // connection moves to path 2 with its stream, and both complete byte for
-// byte; where path 2 goes down too (twice), the body ends with a
-// PathDownError that names it. It reports how long after the cut path 2 carried the transfer on
-// (32 KiB more than before the cut).
+// byte; where it cannot move (path 2 prohibited, or down too: twice), its
+// stream cannot either, so it stays with the connection, and the body
+// ends as QUIC's idle timeout (3 s here) ends that, with a PathDownError
+// that names the path. It reports how long after the cut path 2 carried
+// the transfer on (32 KiB more than before the cut).
 func TestNetnsHTTP3Migration(t *testing.T) {
 	testbed.SkipIfShort(t, "12 s")
 	testbed.RequireRoot(t)
@@ -229,7 +232,11 @@ func TestNetnsHTTP3MigrationChild(t *testing.T) {
 	m, err := intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "p1"}, {Interface: "p2"}}})
 	require.NoError(t, err)
 	defer m.Close()
-	tr := &intents.Transport{Manager: m, HTTP3: &h3.Dialer{}, HTTP3Always: true, HTTP3RaceDelay: -1,
+	dialer := &h3.Dialer{}
+	if scenario == "prohibited" || scenario == "twice" {
+		dialer.QUICConfig = &quic.Config{MaxIdleTimeout: 3 * time.Second}
+	}
+	tr := &intents.Transport{Manager: m, HTTP3: dialer, HTTP3Always: true, HTTP3RaceDelay: -1,
 		Base: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
 	defer tr.Close()
 	levels := map[string]intents.Level{"p1": intents.LevelPrefer}
@@ -280,9 +287,13 @@ func TestNetnsHTTP3MigrationChild(t *testing.T) {
 			}
 			if scenario == "prohibited" {
 				// The request may not use path 2: the connection does
-				// not move there, and the body ends with the path.
+				// not move there, and the body ends with it.
 				if err != nil {
 					assert.ErrorIs(t, err, intents.ErrPathDown)
+					var pd *intents.PathDownError
+					if assert.ErrorAs(t, err, &pd) {
+						assert.True(t, pd.Stayed, "left to QUIC, which ended it")
+					}
 					assert.Zero(t, tr.Stats()["p2"].Migrated)
 					return
 				}
