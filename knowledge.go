@@ -441,10 +441,19 @@ func parseKey(s string) ([32]byte, bool) {
 // missing file is an empty one.
 func (k *knowledge) read() (knowledgeFile, error) {
 	kf := knowledgeFile{Networks: map[string]estimate.State{}}
-	f, err := os.Open(k.file)
+	// Not a FIFO or a device in its place: opening one would block, or
+	// read without end.
+	fi, err := os.Lstat(k.file)
 	if errors.Is(err, os.ErrNotExist) {
 		return kf, nil
 	}
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("not a regular file (%v)", fi.Mode().Type())
+	}
+	if err != nil {
+		return kf, err
+	}
+	f, err := os.Open(k.file)
 	if err != nil {
 		return kf, err
 	}

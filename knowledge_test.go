@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -480,4 +481,27 @@ func TestKnowledgeFileAtItsBounds(t *testing.T) {
 	assert.Len(t, k.hosts.latest.Hosts, knowledgeMaxHosts)
 	assert.Len(t, k.alts.latest.Alts, maxOrigins)
 	assert.Len(t, k.alts.latest.Broken, maxOrigins)
+}
+
+// Every part of a network's identity tells it apart: its interface, its
+// type, its address prefixes, its DNS servers.
+func TestNetworkIDOfEveryPart(t *testing.T) {
+	base := func() *Path {
+		return &Path{Name: "wlan0", Type: TypeWifi, prefixes: []netip.Prefix{netip.MustParsePrefix("192.0.2.7/24")},
+			DNS: []netip.AddrPort{netip.MustParseAddrPort("192.0.2.1:53")}}
+	}
+	id := networkID(base())
+	for name, change := range map[string]func(p *Path){
+		"interface": func(p *Path) { p.Name = "wlan1" },
+		"type":      func(p *Path) { p.Type = TypeCellular },
+		"prefixes":  func(p *Path) { p.prefixes = []netip.Prefix{netip.MustParsePrefix("198.51.100.7/24")} },
+		"DNS":       func(p *Path) { p.DNS = []netip.AddrPort{netip.MustParseAddrPort("198.51.100.1:53")} },
+	} {
+		p := base()
+		change(p)
+		assert.NotEqual(t, id, networkID(p), name)
+	}
+	renewed := base()
+	renewed.prefixes = []netip.Prefix{netip.MustParsePrefix("192.0.2.99/24")}
+	assert.Equal(t, id, networkID(renewed), "a new lease in the same prefix is the same network")
 }
