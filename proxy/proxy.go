@@ -399,6 +399,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	host, port := splitHostPort(r.URL.Host, defaultPort(r.URL.Scheme))
+	if host == "" || port == 0 {
+		s.refuse(w, r, http.StatusBadRequest, "the URL's host or port is malformed")
+		return
+	}
 	if status, err := s.checkDestination(host, port); err != nil {
 		s.refuse(w, r, status, err.Error())
 		return

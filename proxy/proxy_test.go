@@ -243,6 +243,8 @@ func TestRefusals(t *testing.T) {
 		{"a loop", "GET " + upstream.URL + "/ HTTP/1.1\r\nHost: " + up + "\r\nVia: 1.1 intents-proxy\r\n\r\n", 508, "came through this proxy"},
 		{"unknown host", "GET http://unknown.invalid/ HTTP/1.1\r\nHost: unknown.invalid\r\n\r\n", 502, "unknown.invalid"},
 		{"malformed request line", "GET\r\n\r\n", 400, ""},
+		{"malformed port", "GET http://example.com:99999/ HTTP/1.1\r\nHost: example.com:99999\r\n\r\n", 400, "malformed"},
+		{"malformed port in CONNECT", "CONNECT example.com:99999 HTTP/1.1\r\nHost: example.com:99999\r\n\r\n", 400, "host:port"},
 		{"64 kB of headers", "GET " + upstream.URL + "/ HTTP/1.1\r\nHost: " + up + "\r\nX-Big: " + strings.Repeat("a", 64<<10) + "\r\n\r\n", 431, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
