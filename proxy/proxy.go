@@ -110,10 +110,11 @@ type Server struct {
 	// the tunnels open at once (more are refused: 503, or SOCKS5's
 	// general failure). Zero: the defaults above.
 	MaxClients, MaxTunnels int
-	// MaxTunnelsPerClient bounds the tunnels of one client address, so
-	// that one client cannot hold them all. Zero: a quarter of
-	// MaxTunnels. Every program on the proxy's own host is one client
-	// (a loopback address).
+	// MaxTunnelsPerClient bounds the tunnels of one client address (an
+	// IPv6 client's /64), so that one client cannot hold them all. Zero:
+	// a quarter of MaxTunnels. The programs on the proxy's own host (over
+	// loopback or from its addresses) are its owner: together they may
+	// hold all of MaxTunnels.
 	MaxTunnelsPerClient int
 	// TunnelIdleTimeout closes a tunnel that carried no byte either way
 	// for this long. Zero: DefaultTunnelIdleTimeout; negative: never.

@@ -122,7 +122,7 @@ func (s *Server) serveSOCKS(c net.Conn, in intents.Intents) {
 		return
 	}
 	client := shareOf(c.RemoteAddr().String())
-	if err := s.takeTunnel(client); err != nil {
+	if err := s.takeTunnel(client, ownedByHost(c.RemoteAddr().String())); err != nil {
 		socksReply(c, socksFailure, nil)
 		s.socksLog(ctx, c, req, err)
 		return

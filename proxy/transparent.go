@@ -74,7 +74,7 @@ func (s *Server) serveTransparent(c net.Conn, in intents.Intents) {
 		return
 	}
 	client := shareOf(c.RemoteAddr().String())
-	if err := s.takeTunnel(client); err != nil {
+	if err := s.takeTunnel(client, ownedByHost(c.RemoteAddr().String())); err != nil {
 		s.transparentLog(ctx, c, dst, name, err)
 		return
 	}

@@ -33,7 +33,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, in intents.Inte
 		return
 	}
 	client := shareOf(r.RemoteAddr)
-	if err := s.takeTunnel(client); err != nil {
+	if err := s.takeTunnel(client, ownedByHost(r.RemoteAddr)); err != nil {
 		s.refuse(w, r, http.StatusServiceUnavailable, err.Error())
 		return
 	}
@@ -331,10 +331,22 @@ var (
 	errTooManyClientTunnels = errors.New("too many tunnels from this client")
 )
 
-// takeTunnel takes a place for a tunnel of client (its address); an
-// error at MaxTunnels, at the client's share, or once the server closed.
-// endTunnel gives it back.
-func (s *Server) takeTunnel(client netip.Addr) error {
+// ownedByHost reports whether a client at remote ("addr:port") is a
+// program on the proxy's own host (over loopback, or from one of its
+// addresses, which the kernel takes from no other host): the owner. It
+// holds the whole of a limit where a client holds a share of it: a
+// browser, a package manager and a sync client together may open every
+// tunnel.
+func ownedByHost(remote string) bool {
+	a := clientOf(remote)
+	return a.IsLoopback() || hostAddrs.has(a)
+}
+
+// takeTunnel takes a place for a tunnel of client (its share, see
+// shareOf), owner if it is the host's own (see ownedByHost); an error at
+// MaxTunnels, at a client's share (not the owner's), or once the server
+// closed. endTunnel gives it back.
+func (s *Server) takeTunnel(client netip.Addr, owner bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -342,7 +354,7 @@ func (s *Server) takeTunnel(client netip.Addr) error {
 		return ErrServerClosed
 	case s.tunnels >= orDefault(s.MaxTunnels, DefaultMaxTunnels):
 		return errTooManyTunnels
-	case s.tunnelsOf[client] >= s.maxTunnelsPerClient():
+	case !owner && s.tunnelsOf[client] >= s.maxTunnelsPerClient():
 		return errTooManyClientTunnels
 	}
 	s.tunnels++

@@ -76,15 +76,16 @@ func TestTunnelsRefusedWhenFull(t *testing.T) {
 	_, err = d.Dial("tcp", target)
 	assert.ErrorContains(t, err, "general SOCKS server failure", "SOCKS5 tells its client")
 
-	// One client address's share.
-	q := newTestProxy(t, intents.Intents{}, func(s *Server) { s.MaxTunnels, s.MaxTunnelsPerClient = 4, 1 })
-	_, status, body = connectFrom(t, netip.Addr{}, q.addr, target)
-	require.Equal(t, http.StatusOK, status, body)
+	// The host's own programs are the owner: a client's share (one
+	// tunnel here) does not bound them, MaxTunnels does.
+	q := newTestProxy(t, intents.Intents{}, func(s *Server) { s.MaxTunnels, s.MaxTunnelsPerClient = 3, 1 })
+	for _, from := range []netip.Addr{{}, {}, second} {
+		_, status, body = connectFrom(t, from, q.addr, target)
+		require.Equal(t, http.StatusOK, status, "the host's programs hold every tunnel: %s", body)
+	}
 	_, status, body = connectFrom(t, netip.Addr{}, q.addr, target)
 	assert.Equal(t, http.StatusServiceUnavailable, status)
-	assert.Contains(t, body, "from this client")
-	_, status, body = connectFrom(t, second, q.addr, target)
-	assert.Equal(t, http.StatusOK, status, "another client has its own share: %s", body)
+	assert.Contains(t, body, "too many tunnels", "and no more")
 }
 
 // A tunnel quiet both ways for TunnelIdleTimeout is closed, over
@@ -146,18 +147,24 @@ func TestTunnelIdleTimeout(t *testing.T) {
 func TestTunnelShareIsPerSlash64(t *testing.T) {
 	s := &Server{MaxTunnels: 8, MaxTunnelsPerClient: 1}
 	s.init()
-	first := shareOf("[2001:db8::1]:1000")
-	require.NoError(t, s.takeTunnel(first))
-	defer s.endTunnel(first)
-	assert.ErrorIs(t, s.takeTunnel(shareOf("[2001:db8::ffff:2]:1000")), errTooManyClientTunnels, "the same /64")
-	other := shareOf("[2001:db8:0:1::1]:1000")
-	require.NoError(t, s.takeTunnel(other), "another /64")
-	defer s.endTunnel(other)
-	v4 := shareOf("192.0.2.1:1000")
-	require.NoError(t, s.takeTunnel(v4))
-	defer s.endTunnel(v4)
-	assert.NoError(t, s.takeTunnel(shareOf("192.0.2.2:1000")), "IPv4: each address its own")
+	take := func(remote string) error { return s.takeTunnel(shareOf(remote), ownedByHost(remote)) }
+	require.NoError(t, take("[2001:db8::1]:1000"))
+	defer s.endTunnel(shareOf("[2001:db8::1]:1000"))
+	assert.ErrorIs(t, take("[2001:db8::ffff:2]:1000"), errTooManyClientTunnels, "the same /64")
+	require.NoError(t, take("[2001:db8:0:1::1]:1000"), "another /64")
+	defer s.endTunnel(shareOf("[2001:db8:0:1::1]:1000"))
+	require.NoError(t, take("192.0.2.1:1000"))
+	defer s.endTunnel(shareOf("192.0.2.1:1000"))
+	assert.ErrorIs(t, take("192.0.2.1:2000"), errTooManyClientTunnels, "one address, one share")
+	assert.NoError(t, take("192.0.2.2:1000"), "IPv4: each address its own")
 	s.endTunnel(shareOf("192.0.2.2:1000"))
+	for range 2 {
+		for _, host := range []string{"127.0.0.1:1000", "[::1]:1000"} {
+			require.True(t, ownedByHost(host))
+			require.NoError(t, take(host), "%s: the host's own programs are bound by MaxTunnels alone", host)
+			defer s.endTunnel(shareOf(host))
+		}
+	}
 }
 
 // A tunnel's copies hold a buffer only while bytes move: quiet tunnels

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -199,4 +200,80 @@ func TestProxyCommandAuth(t *testing.T) {
 	assert.Error(t, socks(nil), "SOCKS5 without credentials")
 	assert.Error(t, socks(&xproxy.Auth{User: "ann", Password: "wrong"}))
 	assert.NoError(t, socks(&xproxy.Auth{User: "ann", Password: "s3cret"}))
+}
+
+// Requests that hang at some origins never hold up a request to
+// another: the proxy bounds a host's connections, not all of them (the
+// host's programs share one client address, and so one pool).
+func TestProxyCommandHangingOriginsHoldNoOther(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 64)
+	var hanging []*httptest.Server
+	for range intents.DefaultMaxConns + 1 {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			arrived <- struct{}{}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}))
+		hanging = append(hanging, s)
+	}
+	answers := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer answers.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"proxy", "-listen", "127.0.0.1:0", "-allow-local", "-ports", "any", "-knowledge", ""}, io.Discard, pw, loopManager(t, ""))
+		pw.Close()
+	}()
+	listening := regexp.MustCompile(`proxy: listening" addr=(\S+)`)
+	sc := bufio.NewScanner(pr)
+	var addr string
+	for addr == "" && sc.Scan() {
+		if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+			addr = m[1]
+		}
+	}
+	require.NotEmpty(t, addr)
+	go io.Copy(io.Discard, pr)
+	proxied := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: addr})}
+	defer proxied.CloseIdleConnections()
+
+	hung := make(chan error, len(hanging))
+	hangCtx, stopHanging := context.WithCancel(context.Background())
+	for _, s := range hanging {
+		go func() {
+			req, _ := http.NewRequestWithContext(hangCtx, "GET", s.URL, nil)
+			resp, err := proxied.RoundTrip(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			hung <- err
+		}()
+	}
+	for range intents.DefaultMaxConns { // a browser's limit of connections in all
+		<-arrived
+	}
+	reqCtx, done := context.WithTimeout(context.Background(), 10*time.Second)
+	defer done()
+	req, _ := http.NewRequestWithContext(reqCtx, "GET", answers.URL, nil)
+	resp, err := proxied.RoundTrip(req)
+	require.NoError(t, err, "another origin answered while %d hang", len(hanging))
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, "ok", string(body))
+
+	stopHanging()
+	close(release)
+	for range hanging {
+		<-hung
+	}
+	for _, s := range hanging {
+		s.Close()
+	}
+	cancel()
+	assert.Equal(t, 0, <-code)
 }

@@ -69,16 +69,17 @@ func (f *serverFlags) server(stderr io.Writer, mf managerFunc) (s *proxy.Server,
 	if err != nil {
 		return nil, nil, err
 	}
-	// A browser's limits: over HTTP/2 a browser hands the proxy a whole
-	// page at once, and a connection for each request loses more to
-	// their slow starts' contention than it gains.
+	// A browser's limit per host: over HTTP/2 a browser hands the proxy a
+	// whole page at once, and a connection for each request loses more
+	// to their slow starts' contention than it gains. Not its limit in
+	// all: the host's programs share one pool, and a request that hangs
+	// at one origin must hold none to another.
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = intents.DefaultMaxConnsPerHost
 	// One Dialer for requests and tunnels, whose sockets the Server's
 	// Control keeps off this host.
 	s.Dialer = &intents.Dialer{Manager: m, Control: s.Control}
-	s.Transport = &intents.Transport{Manager: m, Base: base, Dialer: s.Dialer,
-		MaxConnsPerHost: intents.DefaultMaxConnsPerHost, MaxConns: intents.DefaultMaxConns}
+	s.Transport = &intents.Transport{Manager: m, Base: base, Dialer: s.Dialer, MaxConnsPerHost: intents.DefaultMaxConnsPerHost}
 	return s, func() {
 		s.Transport.CloseIdleConnections()
 		m.Close()
