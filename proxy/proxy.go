@@ -348,6 +348,20 @@ func (s *Server) untrack(c net.Conn) {
 	s.mu.Unlock()
 }
 
+// isPACRequest reports whether r asks the proxy itself for its PAC file:
+// a GET of PACPath in origin form (over HTTP/2, with the proxy's own
+// authority).
+func (s *Server) isPACRequest(r *http.Request) bool {
+	if r.Method != http.MethodGet || r.URL.Host != "" || r.URL.Path != PACPath {
+		return false
+	}
+	if r.ProtoMajor == 2 && r.Host != "" {
+		host, port := splitHostPort(r.Host, defaultPort(requestScheme(r)))
+		return s.isSelf(host, port)
+	}
+	return true
+}
+
 // ServeHTTP serves one proxy request: CONNECT opens a tunnel, an
 // absolute-form request is forwarded. Used as a handler on its own (not
 // through Serve), a request carries no listener intents.
@@ -355,6 +369,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.init()
 	if !s.allowed(r.RemoteAddr) {
 		s.refuse(w, r, http.StatusForbidden, "client not allowed")
+		return
+	}
+	if s.isPACRequest(r) {
+		// Without credentials: a browser fetches its PAC file with none.
+		s.servePAC(w, r)
 		return
 	}
 	if !s.authorized(r.Header.Get("Proxy-Authorization")) {
@@ -388,10 +407,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			r.URL.Scheme, r.URL.Host = scheme, r.Host
 		}
-	}
-	if r.Method == http.MethodGet && r.URL.Host == "" && r.URL.Path == PACPath {
-		s.servePAC(w, r)
-		return
 	}
 	if !(r.URL.Scheme == "http" || r.URL.Scheme == "https" && r.ProtoMajor == 2) || r.URL.Host == "" {
 		// An origin-form request: this is no web server. An https URL in

@@ -294,7 +294,9 @@ func port(addr string) string {
 }
 
 // Clients outside the allow-list get 403; without credentials, or with
-// wrong ones, 407; with the right ones, service.
+// wrong ones, 407; with the right ones, service. The PAC file is served
+// without credentials (a browser fetches it with none), to allowed
+// clients only.
 func TestAllowAndAuth(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		assert.Empty(t, r.Header.Values("Proxy-Authorization"), "credentials are not forwarded")
@@ -306,8 +308,13 @@ func TestAllowAndAuth(t *testing.T) {
 	far := newTestProxy(t, intents.Intents{}, func(s *Server) { s.Allow = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")} })
 	resp, body := far.raw(t, get+"\r\n")
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode, body)
+	resp, body = far.raw(t, "GET "+PACPath+" HTTP/1.1\r\nHost: x\r\n\r\n")
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "no PAC file for a client not allowed: %s", body)
 
 	p := newTestProxy(t, intents.Intents{}, func(s *Server) { s.User, s.Password = "u", "secret" })
+	resp, body = p.raw(t, "GET "+PACPath+" HTTP/1.1\r\nHost: x\r\n\r\n")
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "the PAC file without credentials: %s", body)
+	assert.Contains(t, body, "FindProxyForURL")
 	resp, _ = p.raw(t, get+"\r\n")
 	assert.Equal(t, http.StatusProxyAuthRequired, resp.StatusCode)
 	assert.Equal(t, `Basic realm="intents proxy"`, resp.Header.Get("Proxy-Authenticate"))

@@ -118,6 +118,7 @@ func proxyEnv(env []string, httpURL, allURL string, local bool) []string {
 	})
 	if local {
 		noProxy = append(noProxy, "localhost,127.0.0.0/8,::1")
+		noProxy = append(noProxy, hostAddrs()...)
 	}
 	for _, k := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
 		env = append(env, k+"="+httpURL)
@@ -128,6 +129,20 @@ func proxyEnv(env []string, httpURL, allURL string, local bool) []string {
 		env = append(env, "NO_PROXY="+np, "no_proxy="+np)
 	}
 	return env
+}
+
+// hostAddrs are this host's own addresses, but loopback and link-local
+// ones (which need no proxy either, and name no host beyond the link).
+func hostAddrs() []string {
+	ifas, _ := net.InterfaceAddrs()
+	var out []string
+	for _, ifa := range ifas {
+		p, err := netip.ParsePrefix(ifa.String())
+		if a := p.Addr().Unmap(); err == nil && !a.IsLoopback() && !a.IsLinkLocalUnicast() && !slices.Contains(out, a.String()) {
+			out = append(out, a.String())
+		}
+	}
+	return out
 }
 
 // runProgram runs args with env (in r's cgroup, if set), its output to

@@ -34,7 +34,10 @@ func TestRun(t *testing.T) {
 	assert.Regexp(t, `^http://127\.0\.0\.1:\d+$`, f[0])
 	assert.Equal(t, []string{f[0], f[0]}, f[1:3], "HTTP and HTTPS, in both cases")
 	assert.Regexp(t, `^socks5h://127\.0\.0\.1:\d+$`, f[3])
-	assert.True(t, strings.HasSuffix(f[4], "localhost,127.0.0.0/8,::1"), "this host bypasses the proxy: %s", f[4])
+	assert.True(t, strings.HasPrefix(f[4], "localhost,127.0.0.0/8,::1"), "this host bypasses the proxy: %s", f[4])
+	for _, a := range hostAddrs() {
+		assert.Contains(t, strings.Split(f[4], ","), a, "each of its own addresses too")
+	}
 
 	code, out, _ = runCommand(t, "-proxy", "http://192.0.2.1:8080", "--", "sh", "-c", "echo $HTTPS_PROXY $ALL_PROXY")
 	assert.Equal(t, 0, code)
