@@ -222,23 +222,7 @@ func TestProxyCommandHangingOriginsHoldNoOther(t *testing.T) {
 	answers := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	defer answers.Close()
 
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	code := make(chan int, 1)
-	go func() {
-		code <- run(ctx, []string{"proxy", "-listen", "127.0.0.1:0", "-allow-local", "-ports", "any", "-knowledge", ""}, io.Discard, pw, loopManager(t, ""))
-		pw.Close()
-	}()
-	listening := regexp.MustCompile(`proxy: listening" addr=(\S+)`)
-	sc := bufio.NewScanner(pr)
-	var addr string
-	for addr == "" && sc.Scan() {
-		if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-			addr = m[1]
-		}
-	}
-	require.NotEmpty(t, addr)
-	go io.Copy(io.Discard, pr)
+	addr, stop := startLocalProxy(t)
 	proxied := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: addr})}
 	defer proxied.CloseIdleConnections()
 
@@ -274,6 +258,59 @@ func TestProxyCommandHangingOriginsHoldNoOther(t *testing.T) {
 	for _, s := range hanging {
 		s.Close()
 	}
-	cancel()
-	assert.Equal(t, 0, <-code)
+	assert.Equal(t, 0, stop())
+}
+
+// An origin's response headers over 64 kB are refused (502), as squid
+// refuses them: the proxy would hold such headers of every request at
+// once.
+func TestProxyCommandBoundsResponseHeaders(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Big", strings.Repeat("a", 128<<10))
+		io.WriteString(w, "ok")
+	}))
+	defer origin.Close()
+	fine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Fair", strings.Repeat("a", 32<<10))
+		io.WriteString(w, "ok")
+	}))
+	defer fine.Close()
+	addr, stop := startLocalProxy(t)
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: addr})}}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get(origin.URL)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusBadGateway, resp.StatusCode, "128 kB of headers")
+	resp, err = c.Get(fine.URL)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "32 kB of headers")
+	assert.Equal(t, 0, stop())
+}
+
+// startLocalProxy runs `intents proxy` on a loopback listener that may
+// reach this host's servers on any port, keeping nothing, and returns
+// the listener's address and how to stop it (with its exit status).
+func startLocalProxy(t *testing.T) (addr string, stop func() int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"proxy", "-listen", "127.0.0.1:0", "-allow-local", "-ports", "any", "-knowledge", ""}, io.Discard, pw, loopManager(t, ""))
+		pw.Close()
+	}()
+	listening := regexp.MustCompile(`proxy: listening" addr=(\S+)`)
+	sc := bufio.NewScanner(pr)
+	for addr == "" && sc.Scan() {
+		if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+			addr = m[1]
+		}
+	}
+	require.NotEmpty(t, addr, "the listener is logged")
+	go io.Copy(io.Discard, pr)
+	return addr, func() int {
+		cancel()
+		return <-code
+	}
 }

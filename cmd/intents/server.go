@@ -76,6 +76,10 @@ func (f *serverFlags) server(stderr io.Writer, mf managerFunc) (s *proxy.Server,
 	// at one origin must hold none to another.
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxIdleConnsPerHost = intents.DefaultMaxConnsPerHost
+	// An origin's response headers take at most 64 kB (squid's bound),
+	// not net/http's 10 MB: the proxy holds those of every client's
+	// requests at once.
+	base.MaxResponseHeaderBytes = maxResponseHeaderBytes
 	// One Dialer for requests and tunnels, whose sockets the Server's
 	// Control keeps off this host.
 	s.Dialer = &intents.Dialer{Manager: m, Control: s.Control}
@@ -85,6 +89,10 @@ func (f *serverFlags) server(stderr io.Writer, mf managerFunc) (s *proxy.Server,
 		m.Close()
 	}, nil
 }
+
+// maxResponseHeaderBytes bounds an origin's response headers through the
+// proxy.
+const maxResponseHeaderBytes = 64 << 10
 
 // readRules reads the rules file name ("": none).
 func readRules(name string) ([]proxy.Rule, error) {
