@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -64,8 +66,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, mf man
 		return err
 	}
 	defer closeServer()
-	// It serves this program alone, which could reach the same without it.
+	// It serves this program alone, which could reach the same without it,
+	// and asks for credentials that only the program is told: another
+	// user's programs on the host may reach its listeners, not use them.
 	s.AllowLocal, s.AnyPort = true, true
+	s.User, s.Password = secret(), secret()
+	cred := url.UserPassword(s.User, s.Password)
 	g := newServing(ctx, s)
 	httpAt, err := g.listen("127.0.0.1:0", func(l net.Listener) error { return s.Serve(l, in) })
 	if err != nil {
@@ -75,7 +81,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, mf man
 	if err != nil {
 		return g.close(err)
 	}
-	env := proxyEnv(os.Environ(), "http://"+httpAt.String(), "socks5h://"+socksAt.String(), true)
+	env := proxyEnv(os.Environ(), (&url.URL{Scheme: "http", User: cred, Host: httpAt.String()}).String(),
+		(&url.URL{Scheme: "socks5h", User: cred, Host: socksAt.String()}).String(), true)
 	var r *redirection
 	if *transparent {
 		if r, err = redirectTo(g, s, in); err != nil {
@@ -84,6 +91,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, mf man
 		defer r.close()
 	}
 	return g.close(runProgram(ctx, fs.Args(), env, r, stdout, stderr))
+}
+
+// secret is 128 random bits in hex, a credential of the run's proxy.
+func secret() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // redirectTo serves transparent listeners on loopback (IPv4, and IPv6

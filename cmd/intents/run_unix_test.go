@@ -31,9 +31,9 @@ func TestRun(t *testing.T) {
 	assert.Equal(t, 3, code, "the program's exit status")
 	f := strings.Fields(out)
 	require.Len(t, f, 5, out)
-	assert.Regexp(t, `^http://127\.0\.0\.1:\d+$`, f[0])
+	assert.Regexp(t, `^http://[0-9a-f]{32}:[0-9a-f]{32}@127\.0\.0\.1:\d+$`, f[0], "with credentials of its own")
 	assert.Equal(t, []string{f[0], f[0]}, f[1:3], "HTTP and HTTPS, in both cases")
-	assert.Regexp(t, `^socks5h://127\.0\.0\.1:\d+$`, f[3])
+	assert.Regexp(t, `^socks5h://[0-9a-f]{32}:[0-9a-f]{32}@127\.0\.0\.1:\d+$`, f[3])
 	assert.True(t, strings.HasPrefix(f[4], "localhost,127.0.0.0/8,::1"), "this host bypasses the proxy: %s", f[4])
 	for _, a := range hostAddrs() {
 		assert.Contains(t, strings.Split(f[4], ","), a, "each of its own addresses too")
@@ -68,4 +68,11 @@ func TestRunCurl(t *testing.T) {
 	require.Equal(t, 0, code, errText)
 	assert.Equal(t, "via 1.1 intents-proxy", out)
 	assert.Contains(t, errText, `intents="category=bulk"`, "the decision had the intents given")
+
+	// Another program on the host that finds the proxy's listener, but
+	// not its credentials, is refused.
+	code, out, errText = runCommand(t, "--", "sh", "-c",
+		`curl -sS -o /dev/null -w '%{http_code} ' --noproxy '' -x "http://${HTTP_PROXY#*@}" "$0"; curl -sS --noproxy '' "$0"`, origin.URL)
+	require.Equal(t, 0, code, errText)
+	assert.Equal(t, "407 via 1.1 intents-proxy", out, "without its credentials, then with them")
 }
