@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -62,17 +63,17 @@ const (
 // made (and the authority too, on first use). The directory is made
 // private to its user and the keys are readable by their owner alone.
 func LoadOwnCertificate(dir string, hosts []string) (*OwnCertificate, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := privateDir(dir); err != nil {
 		return nil, err
 	}
-	ca, caKey, err := loadOrMakeCA(dir)
+	ca, caKey, err := loadOrMakeCA(dir, hosts)
 	if err != nil {
 		return nil, err
 	}
 	own := &OwnCertificate{CAFile: filepath.Join(dir, ownCAFile)}
 	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, ownCertFile), filepath.Join(dir, ownCertKeyFile))
 	if err != nil || !usable(cert, ca, hosts) {
-		if cert, err = makeCert(dir, ca, caKey, hosts, ownCertLifetime); err != nil {
+		if cert, err = makeCert(dir, ca, caKey, hosts, leafKey(dir), ownCertLifetime); err != nil {
 			return nil, err
 		}
 		own.Made = true
@@ -98,14 +99,44 @@ func usable(cert tls.Certificate, ca *x509.Certificate, hosts []string) bool {
 	return true
 }
 
+// privateDir makes dir, private to its user, if it is not there, and
+// refuses one that a symbolic link stands for or that another user owns:
+// whoever controls the directory controls the keys of an authority the
+// user's browser trusts.
+func privateDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		if err = os.MkdirAll(dir, 0o700); err == nil {
+			fi, err = os.Lstat(dir)
+		}
+	}
+	switch {
+	case err != nil:
+		return err
+	case fi.Mode()&os.ModeSymlink != 0:
+		return fmt.Errorf("proxy: %s is a symbolic link, not a directory of the proxy's own", dir)
+	case !fi.IsDir():
+		return fmt.Errorf("proxy: %s is not a directory", dir)
+	case !ownedByMe(fi):
+		return fmt.Errorf("proxy: %s belongs to another user", dir)
+	}
+	return nil
+}
+
 // loadOrMakeCA reads the authority in dir, or makes it if it is not
-// there or expires within ownCertLifetime.
-func loadOrMakeCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+// there, expires within ownCertLifetime, or may not sign for every one
+// of hosts (see constraintsFor): one made anew may sign for those it
+// could and for hosts.
+func loadOrMakeCA(dir string, hosts []string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	var permitted []string
 	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, ownCAFile), filepath.Join(dir, ownCAKeyFile))
 	if err == nil {
 		key, ok := pair.PrivateKey.(*ecdsa.PrivateKey)
-		if ok && pair.Leaf.IsCA && time.Until(pair.Leaf.NotAfter) > ownCertLifetime {
+		if ok && pair.Leaf.IsCA && time.Until(pair.Leaf.NotAfter) > ownCertLifetime && mayIssueFor(pair.Leaf, hosts) {
 			return pair.Leaf, key, nil
+		}
+		if ok && pair.Leaf.PermittedDNSDomainsCritical {
+			permitted = permittedHosts(pair.Leaf)
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, nil, fmt.Errorf("proxy: the authority in %s: %w", dir, err)
@@ -122,6 +153,8 @@ func loadOrMakeCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 		IsCA: true, BasicConstraintsValid: true, MaxPathLenZero: true,
 		KeyUsage: x509.KeyUsageCertSign,
 	}
+	tmpl.PermittedDNSDomains, tmpl.PermittedIPRanges = constraintsFor(append(permitted, hosts...))
+	tmpl.PermittedDNSDomainsCritical = true
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return nil, nil, err
@@ -133,13 +166,104 @@ func loadOrMakeCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	return ca, key, err
 }
 
-// makeCert issues the listeners' certificate for hosts, valid for
-// lifetime, and keeps it in dir.
-func makeCert(dir string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, hosts []string, lifetime time.Duration) (tls.Certificate, error) {
+// noName and noAddress are what an authority may sign for where it
+// signs for no name, or no address: a name under .invalid (RFC 6761),
+// which names nothing, and the unspecified addresses, which are no
+// server's. Without them an empty list would permit any.
+const noName = "invalid"
+
+var noAddress = []*net.IPNet{
+	{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(32, 32)},
+	{IP: net.IPv6unspecified, Mask: net.CIDRMask(128, 128)},
+}
+
+// constraintsFor are an authority's name constraints (RFC 5280 §4.2.1.10)
+// that let it sign for hosts alone: each name (and the names under it)
+// and each address; whoever reads its key can impersonate those, never
+// another site, to a browser that trusts it.
+func constraintsFor(hosts []string) (names []string, addrs []*net.IPNet) {
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			bits := 8 * len(ip.To16())
+			if ip4 := ip.To4(); ip4 != nil {
+				ip, bits = ip4, 32
+			}
+			n := &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)}
+			if !slices.ContainsFunc(addrs, func(a *net.IPNet) bool { return a.String() == n.String() }) {
+				addrs = append(addrs, n)
+			}
+		} else if h = strings.ToLower(strings.TrimSuffix(h, ".")); h != "" && !slices.Contains(names, h) {
+			names = append(names, h)
+		}
+	}
+	if len(names) == 0 {
+		names = []string{noName}
+	}
+	if len(addrs) == 0 {
+		addrs = noAddress
+	}
+	return names, addrs
+}
+
+// permittedHosts are the names and addresses ca's constraints permit,
+// less those that stand for none.
+func permittedHosts(ca *x509.Certificate) []string {
+	var hosts []string
+	for _, n := range ca.PermittedDNSDomains {
+		if n != noName {
+			hosts = append(hosts, n)
+		}
+	}
+	for _, a := range ca.PermittedIPRanges {
+		if !a.IP.IsUnspecified() {
+			hosts = append(hosts, a.IP.String())
+		}
+	}
+	return hosts
+}
+
+// mayIssueFor reports whether ca is constrained to names and addresses
+// (see constraintsFor) among which every one of hosts is.
+func mayIssueFor(ca *x509.Certificate, hosts []string) bool {
+	if !ca.PermittedDNSDomainsCritical {
+		return false // an authority of old, which could sign for anything
+	}
+	for _, h := range hosts {
+		ok := false
+		if ip := net.ParseIP(h); ip != nil {
+			ok = slices.ContainsFunc(ca.PermittedIPRanges, func(n *net.IPNet) bool { return n.Contains(ip) })
+		} else {
+			h = strings.ToLower(strings.TrimSuffix(h, "."))
+			ok = slices.ContainsFunc(ca.PermittedDNSDomains, func(d string) bool { return h == d || strings.HasSuffix(h, "."+d) })
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// leafKey is the key of the listeners' certificate in dir, if there is
+// one: a certificate made anew keeps it, so that the pin a browser was
+// told (OwnCertificate.SPKI) holds across renewals; else a new key.
+func leafKey(dir string) *ecdsa.PrivateKey {
+	if b, err := os.ReadFile(filepath.Join(dir, ownCertKeyFile)); err == nil {
+		if block, _ := pem.Decode(b); block != nil && block.Type == "EC PRIVATE KEY" {
+			if key, err := x509.ParseECPrivateKey(block.Bytes); err == nil && key.Curve == elliptic.P256() {
+				return key
+			}
+		}
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return tls.Certificate{}, err
+		panic(err) // crypto/rand does not fail
 	}
+	return key
+}
+
+// makeCert issues the listeners' certificate for hosts with key, valid
+// for lifetime, and keeps it in dir.
+func makeCert(dir string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, hosts []string, key *ecdsa.PrivateKey, lifetime time.Duration) (tls.Certificate, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(), Subject: pkix.Name{CommonName: "intents proxy"},
