@@ -43,12 +43,14 @@ var (
 )
 
 // probeBound is what the soak asserts of each of the normal client's
-// probes: served, and within this, ten times what the slowest takes
-// under the race detector. The attacks it guards against stalled a
-// client for seconds (4.4 s behind idle clients, 9 s behind stalled
-// handshakes, 28 s behind clients that are not allowed); the soak logs
-// the distribution against the 100 ms a person notices.
-const probeBound = 500 * time.Millisecond
+// probes: served, and within this. The attacks it guards against stalled
+// a client for seconds (4.4 s behind idle clients, 9 s behind stalled
+// handshakes, 28 s behind clients that are not allowed); the slowest
+// probe takes a few hundred milliseconds on a busy two-core machine
+// under the race detector, so the bound is generous: it tells a stall,
+// not a speed. The soak logs the distribution against the 100 ms a
+// person notices.
+const probeBound = 2 * time.Second
 
 // attackerPace is how soon an attacker reconnects once the proxy closed
 // its connection.
@@ -56,6 +58,11 @@ const attackerPace = 200 * time.Millisecond
 
 func TestAttackSoak(t *testing.T) {
 	testbed.SkipIfShort(t, (*attackSoakFor + 20*time.Second).Round(time.Minute).String())
+	// Its loopback addresses stand for hosts of their own, none the
+	// proxy's: every client holds a client's share.
+	was := isHostAddr
+	isHostAddr = func(netip.Addr) bool { return false }
+	t.Cleanup(func() { isHostAddr = was })
 	from := map[netip.Addr]*net.Dialer{attackerAddr: {}, outsiderAddr: dialerFrom(t, outsiderAddr), normalAddr: dialerFrom(t, normalAddr)}
 	hanging := hangingServer(t)
 	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

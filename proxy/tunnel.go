@@ -337,10 +337,11 @@ var (
 // holds the whole of a limit where a client holds a share of it: a
 // browser, a package manager and a sync client together may open every
 // tunnel.
-func ownedByHost(remote string) bool {
-	a := clientOf(remote)
-	return a.IsLoopback() || hostAddrs.has(a)
-}
+func ownedByHost(remote string) bool { return isHostAddr(clientOf(remote)) }
+
+// isHostAddr reports whether a is the proxy's own host's; a variable for
+// tests whose loopback addresses stand for other hosts.
+var isHostAddr = func(a netip.Addr) bool { return a.IsLoopback() || hostAddrs.has(a) }
 
 // takeTunnel takes a place for a tunnel of client (its share, see
 // shareOf), owner if it is the host's own (see ownedByHost); an error at
