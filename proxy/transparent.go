@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,8 +36,10 @@ const maxSniff = 16 << 10
 // nothing of a proxy. Each is placed like a tunnel to its original
 // destination (SO_ORIGINAL_DST), with intents in, by the name its first
 // bytes carry where they carry one (a TLS ClientHello's server name, an
-// HTTP request's Host), so that each path resolves the name itself and
-// rules by name apply; else by the address. The destination policy, the
+// HTTP request's Host) and the host's resolver says the original
+// destination is one of its addresses, so that each path resolves the
+// name itself and rules by name apply; else by the address (a program
+// reaches no other host than the one its connection went to). The destination policy, the
 // client limits and the tunnel limits hold as for CONNECT. It returns
 // when l fails or Close is called (ErrServerClosed); where the system
 // cannot tell original destinations (all but Linux), at once with
@@ -61,10 +64,7 @@ func (s *Server) serveTransparent(c net.Conn, in intents.Intents) {
 		return
 	}
 	name, head := sniffName(c, orDefault(s.ReadHeaderTimeout, DefaultReadHeaderTimeout))
-	host := dst.Addr().String()
-	if name != "" {
-		host = name
-	}
+	host := transparentHost(ctx, name, dst.Addr(), lookupHost)
 	if _, err := s.checkDestination(host, dst.Port()); err != nil {
 		s.transparentLog(ctx, c, dst, name, err)
 		return
@@ -89,6 +89,35 @@ func (s *Server) serveTransparent(c net.Conn, in intents.Intents) {
 	replay := bufio.NewReaderSize(bytes.NewReader(head), max(len(head), 16))
 	replay.Peek(len(head))
 	s.relay(ctx, c, replay, up, host)
+}
+
+// lookupHost is the host's resolver, which the redirected program used
+// too; a variable for tests.
+var lookupHost = func(ctx context.Context, name string) ([]netip.Addr, error) {
+	return net.DefaultResolver.LookupNetIP(ctx, "ip", name)
+}
+
+// nameCheckTimeout bounds the lookup that checks a redirected
+// connection's name against its destination.
+const nameCheckTimeout = 2 * time.Second
+
+// transparentHost is what a redirected connection to dst, whose first
+// bytes named name (""), is placed and dialed by: name, if lookup says
+// dst is one of its addresses; else dst's address. A name that does not
+// lead there would take the program, through the proxy, to another host
+// than the one it connected to, past whatever keeps it from that host
+// (squid forwards such a connection to its original address too).
+func transparentHost(ctx context.Context, name string, dst netip.Addr, lookup func(context.Context, string) ([]netip.Addr, error)) string {
+	if name == "" {
+		return dst.String()
+	}
+	ctx, cancel := context.WithTimeout(ctx, nameCheckTimeout)
+	defer cancel()
+	addrs, err := lookup(ctx, name)
+	if err == nil && slices.ContainsFunc(addrs, func(a netip.Addr) bool { return a.Unmap() == dst.Unmap() }) {
+		return name
+	}
+	return dst.String()
 }
 
 // sniffName reads the start of what a client sends, for the name it is

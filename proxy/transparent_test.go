@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -105,4 +107,29 @@ func TestTransparentRefusesDirectClients(t *testing.T) {
 	_, err = c.Read(make([]byte, 1))
 	require.Error(t, err)
 	assert.False(t, errors.Is(err, os.ErrDeadlineExceeded), "closed, not relayed to itself: %v", err)
+}
+
+// A redirected connection is placed by the name its first bytes carry
+// only where that name leads to where the connection went: a program
+// naming another host reaches, through the proxy, only the one it
+// connected to.
+func TestTransparentHostIsWhereTheConnectionWent(t *testing.T) {
+	dst := netip.MustParseAddr("192.0.2.10")
+	lookup := func(_ context.Context, name string) ([]netip.Addr, error) {
+		switch name {
+		case "www.example":
+			return []netip.Addr{netip.MustParseAddr("192.0.2.9"), netip.MustParseAddr("::ffff:192.0.2.10")}, nil
+		case "elsewhere.example":
+			return []netip.Addr{netip.MustParseAddr("198.51.100.1")}, nil
+		}
+		return nil, &net.DNSError{Err: "no such host", Name: name, IsNotFound: true}
+	}
+	for name, want := range map[string]string{
+		"www.example":       "www.example", // one of its addresses: each path resolves it
+		"elsewhere.example": "192.0.2.10",  // another host's name: the address it went to
+		"unknown.example":   "192.0.2.10",
+		"":                  "192.0.2.10",
+	} {
+		assert.Equal(t, want, transparentHost(context.Background(), name, dst, lookup), "%q", name)
+	}
 }
