@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -101,8 +102,10 @@ func intentsTables(t *testing.T) string {
 
 // runTransparent runs curl, told to ignore proxy settings, under `intents
 // run -transparent` with intents that require path 2; then checks that
-// the rules and the cgroup are gone, and that a killed intents leaves no
-// rules either.
+// the rules and the cgroup are gone, and that a killed intents takes its
+// program with it, and leaves rules that send nothing anywhere: to a
+// privileged port, which no other user can take, for the next run to
+// remove.
 func runTransparent(t *testing.T, mf managerFunc) {
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Skip("needs nft (apt-get install nftables; .ci/run installs it)")
@@ -139,18 +142,17 @@ func runTransparent(t *testing.T, mf managerFunc) {
 			continue
 		}
 		assert.NotEmpty(t, intentsTables(t), "killed, intents leaves its rules")
-		// Its program (sleep) lives on in the cgroup: end it; the next run
-		// removes the rules and the cgroup left.
-		procs, err := os.ReadFile(filepath.Join(cgroup, "cgroup.procs"))
-		require.NoError(t, err)
-		for p := range strings.FieldsSeq(string(procs)) {
-			pid, _ := strconv.Atoi(p)
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
+		ruleset, err := exec.Command("nft", "list", "table", "ip", tablePrefix+strconv.Itoa(helper.Process.Pid)).CombinedOutput()
+		require.NoError(t, err, "%s", ruleset)
+		port := regexp.MustCompile(`redirect to :(\d+)`).FindSubmatch(ruleset)
+		require.NotNil(t, port, "%s", ruleset)
+		n, _ := strconv.Atoi(string(port[1]))
+		assert.Less(t, n, 1024, "to a privileged port, which only root can take")
+		// Its program (sleep) dies with it: the cgroup empties by itself.
 		require.Eventually(t, func() bool {
 			procs, _ := os.ReadFile(filepath.Join(cgroup, "cgroup.procs"))
 			return len(procs) == 0
-		}, 10*time.Second, 10*time.Millisecond, "the program left behind ends")
+		}, 10*time.Second, 10*time.Millisecond, "the program does not outlive intents")
 		code := run(context.Background(), []string{"run", "-transparent", "-knowledge", "", "--", "true"}, &stdout, &stderr, mf)
 		require.Equal(t, 0, code, stderr.String())
 		assert.Empty(t, intentsTables(t), "the next run removed the rules left")

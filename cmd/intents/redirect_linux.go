@@ -111,9 +111,11 @@ func addRedirect(c *nftables.Conn, name string, cgroup uint64, to netip.AddrPort
 	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: exprs})
 }
 
-// prepare has cmd start in the cgroup.
+// prepare has cmd start in the cgroup, and die with intents: a program
+// left running after intents was killed would find its connections
+// redirected to a listener no longer there.
 func (r *redirection) prepare(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: r.fd}
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: r.fd, Pdeathsig: syscall.SIGKILL}
 }
 
 // close removes the rules and the cgroup (which stays while a process the

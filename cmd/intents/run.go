@@ -12,8 +12,11 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sockintents/intents"
@@ -93,6 +96,30 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, mf man
 	return g.close(runProgram(ctx, fs.Args(), env, r, stdout, stderr))
 }
 
+// Privileged ports the transparent listeners take, from the first down:
+// only root binds one, so if intents is killed and its rules outlive it,
+// no other user's program can take the port they send connections to.
+const (
+	privilegedFirst = 1023
+	privilegedLast  = 600
+)
+
+// listenPrivileged has g serve f on host at the first free port of the
+// privileged ones (see privilegedFirst).
+func listenPrivileged(g *serving, host string, f func(net.Listener) error) (net.Addr, error) {
+	var err error
+	for port := privilegedFirst; port >= privilegedLast; port-- {
+		var a net.Addr
+		if a, err = g.listen(net.JoinHostPort(host, strconv.Itoa(port)), f); err == nil {
+			return a, nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("a privileged port for the transparent listener on %s: %w", host, err)
+}
+
 // secret is 128 random bits in hex, a credential of the run's proxy.
 func secret() string {
 	var b [16]byte
@@ -104,8 +131,8 @@ func secret() string {
 // where the host has it) and redirects a cgroup's connections to them.
 func redirectTo(g *serving, s *proxy.Server, in intents.Intents) (*redirection, error) {
 	var at [2]netip.AddrPort
-	for i, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
-		a, err := g.listen(addr, func(l net.Listener) error { return s.ServeTransparent(l, in) })
+	for i, host := range []string{"127.0.0.1", "::1"} {
+		a, err := listenPrivileged(g, host, func(l net.Listener) error { return s.ServeTransparent(l, in) })
 		if err != nil {
 			if i == 0 {
 				return nil, err
@@ -163,6 +190,11 @@ func hostAddrs() []string {
 // stdout and stderr, its input the command's; ctx ending interrupts it
 // (and kills it 5 s later).
 func runProgram(ctx context.Context, args, env []string, r *redirection, stdout, stderr io.Writer) error {
+	// The thread that starts the program lives until it ends: a program
+	// told to die with its supervisor (Linux's parent-death signal, see
+	// redirection.prepare) dies with the thread that started it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Env, cmd.Stdin, cmd.Stdout, cmd.Stderr = env, os.Stdin, stdout, stderr
 	if r != nil {
