@@ -177,3 +177,22 @@ func (p *testProxy) limited() *limitListener {
 	}
 	return nil
 }
+
+// A client that is not allowed takes a guest's pass to be told 403, and
+// gives it back when it goes: after many more such clients than there
+// are passes, one after another, the next is still told why.
+func TestGuestPassesGivenBack(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer upstream.Close()
+	p := newTestProxy(t, intents.Intents{}, func(s *Server) { s.Allow = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")} })
+	for i := range 2 * maxGuests {
+		c, err := net.Dial("tcp", p.addr)
+		require.NoError(t, err)
+		resp, body := proxyGet(t, c, upstream.URL)
+		c.Close()
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, "client %d: %s", i, body)
+	}
+	ll := p.limited()
+	require.NotNil(t, ll)
+	require.Eventually(t, func() bool { _, _, guests := ll.counts(); return guests == 0 }, 10*time.Second, time.Millisecond, "every pass given back")
+}

@@ -88,3 +88,15 @@ func TestMetricsListenerLimits(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode, "127.0.0.1 is not in MetricsAllow")
 }
+
+// Without MetricsAllow the metrics are a loopback client's alone, however
+// open the proxy's own Allow is; with it, its clients'.
+func TestMetricsAllowed(t *testing.T) {
+	s := &Server{Allow: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}
+	assert.True(t, s.metricsAllowed("127.0.0.1:1000"))
+	assert.True(t, s.metricsAllowed("[::1]:1000"))
+	assert.False(t, s.metricsAllowed("192.0.2.1:1000"), "another host")
+	s.MetricsAllow = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
+	assert.True(t, s.metricsAllowed("192.0.2.1:1000"))
+	assert.False(t, s.metricsAllowed("198.51.100.1:1000"))
+}

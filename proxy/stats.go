@@ -105,20 +105,23 @@ const (
 // MetricsAllow admits (nil: loopback only, whatever Allow says), at most
 // 16 at once, each with 10 s to send its request, to read the answer and
 // between requests. It returns when l fails or Close is called
+// metricsAllowed reports whether a client at remote may read the
+// metrics: one of MetricsAllow, or without it a loopback client alone.
+func (s *Server) metricsAllowed(remote string) bool {
+	a := clientOf(remote)
+	if s.MetricsAllow == nil {
+		return a.IsLoopback()
+	}
+	return inPrefixes(s.MetricsAllow, a)
+}
+
 // (ErrServerClosed).
 func (s *Server) ServeMetrics(l net.Listener) error {
 	s.init()
-	allowed := func(remote string) bool {
-		a := clientOf(remote)
-		if s.MetricsAllow == nil {
-			return a.IsLoopback()
-		}
-		return inPrefixes(s.MetricsAllow, a)
-	}
 	metrics := s.MetricsHandler()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		if !allowed(r.RemoteAddr) {
+		if !s.metricsAllowed(r.RemoteAddr) {
 			http.Error(w, "intents proxy: client not allowed", http.StatusForbidden)
 			return
 		}
@@ -136,7 +139,7 @@ func (s *Server) ServeMetrics(l net.Listener) error {
 	if !s.addListener(l, hs, "") {
 		return ErrServerClosed
 	}
-	ll := s.newLimitListener(l, metricsMaxClients, allowed)
+	ll := s.newLimitListener(l, metricsMaxClients, s.metricsAllowed)
 	ll.parkMax = metricsMaxClients
 	hs.ConnState = ll.connState
 	err := hs.Serve(ll)

@@ -241,3 +241,81 @@ func TestTunnelSizesOutliveTheProxy(t *testing.T) {
 	s3.sizes.learn("a.example", 5)
 	assert.Equal(t, []int64{5, 0, 0}, predictions(s3), "its own memory, without Knowledge")
 }
+
+// A tunnel's place, and its client's share, are given back when it
+// ends: a client that opens and closes tunnels one after another is
+// never refused. Without a share set, a client other than the host's
+// holds a quarter of MaxTunnels.
+func TestTunnelPlacesGivenBack(t *testing.T) {
+	s := &Server{MaxTunnels: 8}
+	s.init()
+	client := shareOf("192.0.2.1:1000")
+	for range 20 {
+		require.NoError(t, s.takeTunnel(client, false))
+		s.endTunnel(client)
+	}
+	assert.Zero(t, s.tunnels)
+	assert.Empty(t, s.tunnelsOf)
+	for range 2 {
+		require.NoError(t, s.takeTunnel(client, false))
+		defer s.endTunnel(client)
+	}
+	assert.ErrorIs(t, s.takeTunnel(client, false), errTooManyClientTunnels, "a quarter of 8")
+}
+
+// A name that resolves to the proxy's own host is refused once its
+// socket connects there, as the address itself is, unless AllowLocal.
+func TestTunnelToANameOfTheHostRefused(t *testing.T) {
+	target := echoServer(t, nil)
+	_, port, _ := net.SplitHostPort(target)
+	hosts := filepath.Join(t.TempDir(), "hosts")
+	require.NoError(t, os.WriteFile(hosts, []byte("127.0.0.1 sneaky.test\n"), 0o644))
+	p := newTestProxy(t, intents.Intents{}, func(s *Server) {
+		m, err := intents.NewManager(intents.Config{Paths: []intents.PathConfig{{Interface: "lo"}}, NoWatch: true, ResolvConf: os.DevNull, HostsFile: hosts})
+		require.NoError(t, err)
+		t.Cleanup(func() { m.Close() })
+		s.Dialer = &intents.Dialer{Manager: m}
+		s.AllowLocal = false
+	})
+	_, status, body := connectFrom(t, netip.Addr{}, p.addr, "sneaky.test:"+port)
+	assert.Equal(t, http.StatusForbidden, status, body)
+	assert.Contains(t, body, "own host")
+}
+
+// A tunnel whose client only downloads (it sends nothing, its server
+// sends now and then within the timeout) is in use, not idle.
+func TestDownloadOnlyTunnelNotIdle(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		tick := time.NewTicker(timeout / 4)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if _, err := c.Write([]byte("x")); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	p := newTestProxy(t, intents.Intents{}, func(s *Server) { s.TunnelIdleTimeout = timeout })
+	c, status, body := connectFrom(t, netip.Addr{}, p.addr, l.Addr().String())
+	require.Equal(t, http.StatusOK, status, body)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for range 16 { // four timeouts' worth
+		_, err := io.ReadFull(c, make([]byte, 1))
+		require.NoError(t, err, "a tunnel that downloads is kept")
+	}
+}

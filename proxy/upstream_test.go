@@ -149,3 +149,21 @@ func TestRequestBodyTimeout(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusRequestTimeout, resp.StatusCode, "HTTP/2: %s", b)
 }
+
+// At maxClientPools, the pool of the client that used it least recently
+// is the one dropped: a client that keeps asking keeps its connections.
+func TestClientPoolsDropTheLeastRecentlyUsed(t *testing.T) {
+	p := newClientPools(&intents.Transport{})
+	client := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}) }
+	for i := range maxClientPools {
+		p.pool(client(i))
+	}
+	kept := p.pool(client(0)) // used again: now the most recent
+	p.pool(client(maxClientPools))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	assert.Len(t, p.pools, maxClientPools)
+	assert.Contains(t, p.pools, client(0), "the client that asked again keeps its pool")
+	assert.Same(t, kept, p.pools[client(0)].tr)
+	assert.NotContains(t, p.pools, client(1), "the least recently used is dropped")
+}
