@@ -19,7 +19,7 @@ import (
 // dir/www over HTTP on one address and HTTPS (a certificate of a new CA)
 // on another; "" if nginx is not installed. It returns the two addresses
 // and the CA's PEM file.
-func startLoopbackNginx(b *testing.B, dir string) (plain, secure, caFile string) {
+func startLoopbackNginx(b testing.TB, dir string) (plain, secure, caFile string) {
 	if _, err := exec.LookPath("nginx"); err != nil {
 		if _, err := os.Stat("/usr/sbin/nginx"); err != nil {
 			b.Log("no nginx: not compared")
@@ -51,7 +51,7 @@ func pinning() []string {
 // page cache) as /big from nginx on loopback, over HTTP and HTTPS, for
 // curl: the addresses and the CA's PEM file. Without curl or nginx it
 // skips b.
-func bigObjectNginx(b *testing.B) (size int64, plain, secure, caFile string) {
+func bigObjectNginx(b testing.TB) (size int64, plain, secure, caFile string) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		b.Skip("needs curl")
 	}
@@ -171,7 +171,7 @@ shutdown_lifetime 0 seconds
 
 // processCPU is the user and system time of process pid and of its
 // children alive now, from /proc.
-func processCPU(b *testing.B, pid int) time.Duration {
+func processCPU(b testing.TB, pid int) time.Duration {
 	ticks := func(stat string) (ppid, t int64) {
 		// The command name, in parentheses, may hold spaces: fields
 		// count from after its closing one.

@@ -65,7 +65,7 @@ func sink() http.Handler {
 
 // freeLoopbackAddr is a loopback address with a port free now, for a
 // server of another process to take.
-func freeLoopbackAddr(b *testing.B) string {
+func freeLoopbackAddr(b testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -103,14 +103,14 @@ func accepting(addr string) func() error {
 // startTinyproxy runs tinyproxy (Debian's) on loopback, tunnelling to
 // connectPort, for the benchmarks to set this proxy beside one users run;
 // "" if it is not installed.
-func startTinyproxy(b *testing.B, connectPort int) string {
+func startTinyproxy(b testing.TB, connectPort int) string {
 	addr, _ := startTinyproxyProcess(b, connectPort)
 	return addr
 }
 
 // startTinyproxyProcess is startTinyproxy that also returns tinyproxy's
 // process, whose CPU time a benchmark reads.
-func startTinyproxyProcess(b *testing.B, connectPort int) (string, *os.Process) {
+func startTinyproxyProcess(b testing.TB, connectPort int) (string, *os.Process) {
 	bin, err := exec.LookPath("tinyproxy")
 	if err != nil {
 		b.Log("no tinyproxy (apt-get install tinyproxy): not compared")

@@ -643,9 +643,9 @@ func TestManyClients(t *testing.T) {
 	assert.Equal(t, map[int]int{200: clients}, statuses)
 }
 
-// A tunnel relays between two *net.TCPConn, whose sockets relayCopy
-// reads itself (a buffer lent only while bytes move): the client's end
-// under the listener's wrapper, the server's under the Dialer's.
+// A tunnel relays between two *net.TCPConn, which relayCopy splices (a
+// pipe lent only while bytes move): the client's end under the
+// listener's wrapper, the server's under the Dialer's.
 func TestTunnelEndsAreSockets(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

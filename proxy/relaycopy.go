@@ -6,16 +6,19 @@ import (
 	"sync/atomic"
 )
 
-// relayBufferSize is a tunnel's copy buffer: on loopback, a copy through
-// a buffer this size relays faster than splice(2) through a pipe, and at
-// less CPU (see BENCHMARKS.md).
+// relayBufferSize is a tunnel's copy buffer where it cannot splice, and a
+// forwarded body's.
 const relayBufferSize = 64 << 10
 
 // relayBuffers lend the tunnels their copy buffers; relayBuffersOut counts
-// those lent (the bound on their memory: see relayCopy).
+// those lent (the bound on their memory: see relayCopy), relayPipesOut
+// the pipes lent where tunnels splice (Linux), at most two a tunnel, and
+// relaySpliced the bytes spliced.
 var (
 	relayBuffers    = sync.Pool{New: func() any { b := make([]byte, relayBufferSize); return &b }}
 	relayBuffersOut atomic.Int64
+	relayPipesOut   atomic.Int64
+	relaySpliced    atomic.Int64
 )
 
 func getRelayBuffer() *[]byte {

@@ -11,10 +11,20 @@ import (
 )
 
 // relayCopy copies src to dst until src's end or an error, as io.Copy
-// does, through a lent buffer taken only once src has bytes to read and
-// given back after each write: a quiet tunnel holds none, so the buffers'
-// memory is bounded by the tunnels moving bytes, not by those open.
+// does: between two TCP sockets by splice(2) where the kernel has it
+// (spliceCopy), else through user space (readLending).
 func relayCopy(dst io.Writer, src io.Reader) (int64, error) {
+	if n, handled, err := spliceCopy(dst, src); handled {
+		return n, err
+	}
+	return readLending(dst, src)
+}
+
+// readLending copies src to dst through a lent buffer taken only once src
+// has bytes to read and given back after each write: a quiet tunnel holds
+// none, so the buffers' memory is bounded by the tunnels moving bytes, not
+// by those open.
+func readLending(dst io.Writer, src io.Reader) (int64, error) {
 	sc, ok := src.(syscall.Conn)
 	if !ok {
 		return copyHolding(dst, src)

@@ -167,8 +167,9 @@ func TestTunnelShareIsPerSlash64(t *testing.T) {
 	}
 }
 
-// A tunnel's copies hold a buffer only while bytes move: quiet tunnels
-// hold none, however many are open, and what moves arrives byte for byte.
+// A tunnel's copies hold a buffer or a pipe only while bytes move: quiet
+// tunnels hold none, however many are open, and what moves arrives byte
+// for byte.
 func TestQuietTunnelsHoldNoBuffer(t *testing.T) {
 	target := echoServer(t, nil)
 	p := newTestProxy(t, intents.Intents{}, nil)
@@ -190,8 +191,8 @@ func TestQuietTunnelsHoldNoBuffer(t *testing.T) {
 		require.True(t, bytes.Equal(msg, got), "echoed byte for byte")
 	}
 	// The last write's buffer goes back just after the echo is out.
-	assert.Eventually(t, func() bool { return relayBuffersOut.Load() == 0 }, 10*time.Second, time.Millisecond,
-		"buffers lent to 20 quiet tunnels: %d", relayBuffersOut.Load())
+	assert.Eventually(t, func() bool { return relayBuffersOut.Load() == 0 && relayPipesOut.Load() == 0 }, 10*time.Second, time.Millisecond,
+		"lent to 20 quiet tunnels: %d buffers, %d pipes", relayBuffersOut.Load(), relayPipesOut.Load())
 }
 
 // What the tunnels taught of each host is kept with the Knowledge of the
