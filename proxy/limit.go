@@ -40,8 +40,8 @@ const (
 // without a request. A client that allowed rejects takes no place: up to
 // maxGuests of them are served at once (to be told they are not allowed),
 // the rest closed. Its connections give their socket (NetConn): a tunnel
-// relays between two *net.TCPConn, reading the sockets themselves (see
-// relayCopy).
+// relays between two *net.TCPConn, splicing between the sockets
+// themselves (see relayCopy).
 //
 // Connections are accepted as they come, so that one waiting for a place
 // does not stall the queue behind it; those that find no place and no
