@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -35,10 +37,36 @@ type schemeConn struct {
 	dec     *hpack.Decoder
 	broken  bool // the stream could not be followed: no scheme is told
 
+	blockFrames int       // frames of the current header block
+	resets      float64   // resets the client may still send at once
+	resetAt     time.Time // when resets was last topped up
+	flood       bool      // the client floods: the connection ends
+
 	mu      sync.Mutex
 	pending []h2Request // decoded, not yet looked up; oldest first
 	held    int         // the bytes of pending's fields
 }
+
+// Floods the HTTP/2 server takes without closing the connection, closed
+// here: a header block strung out over empty CONTINUATION frames (the
+// server bounds a block's bytes, not its frames), and streams opened and
+// reset at once (the server bounds the handlers it runs, not the resets
+// it processes). A browser sends a header block in one or two frames and
+// resets streams a page at a time.
+const (
+	// maxBlockFrames bounds the frames of one header block: a block of
+	// maxHeaderBlock bytes in the smallest frames a client may send (16
+	// kB) takes 64.
+	maxBlockFrames = 128
+	// maxResetBurst resets at once, then resetsPerSecond, are allowed a
+	// client; beyond, its connection is closed.
+	maxResetBurst   = 512
+	resetsPerSecond = 128
+)
+
+// errHTTP2Flood closes the connection of a client that floods the server
+// (see maxBlockFrames).
+var errHTTP2Flood = errors.New("proxy: HTTP/2 client flooding: too many CONTINUATION or RST_STREAM frames")
 
 // h2Request is what a request's pseudo-header fields say.
 type h2Request struct{ method, scheme, authority, path string }
@@ -55,16 +83,22 @@ const (
 )
 
 func newSchemeConn(c *tls.Conn) *schemeConn {
-	sc := &schemeConn{Conn: c, preface: len(http2.ClientPreface)}
+	sc := &schemeConn{Conn: c, preface: len(http2.ClientPreface), resets: maxResetBurst, resetAt: time.Now()}
 	// The table size the server announces (its default: the protocol's).
 	sc.dec = hpack.NewDecoder(4096, sc.emit)
 	return sc
 }
 
 func (c *schemeConn) Read(p []byte) (int, error) {
+	if c.flood {
+		return 0, errHTTP2Flood
+	}
 	n, err := c.Conn.Read(p)
 	if !c.broken {
 		c.follow(p[:n])
+	}
+	if c.flood {
+		return 0, errHTTP2Flood // what came with the flood is not served
 	}
 	return n, err
 }
@@ -74,7 +108,7 @@ func (c *schemeConn) NetConn() net.Conn { return c.Conn }
 
 // follow parses b, the next bytes from the client, frame by frame.
 func (c *schemeConn) follow(b []byte) {
-	for len(b) > 0 && !c.broken {
+	for len(b) > 0 && !c.broken && !c.flood {
 		switch {
 		case c.preface > 0:
 			k := min(c.preface, len(b))
@@ -116,7 +150,16 @@ func (c *schemeConn) endFrame() {
 	c.headN = 0
 	frag := c.payload
 	switch c.typ {
+	case http2.FrameRSTStream:
+		now := time.Now()
+		c.resets = min(maxResetBurst, c.resets+now.Sub(c.resetAt).Seconds()*resetsPerSecond)
+		c.resetAt = now
+		if c.resets--; c.resets < 0 {
+			c.flood = true
+		}
+		return
 	case http2.FrameHeaders:
+		c.blockFrames = 0
 		c.fields = h2Request{}
 		if c.flags.Has(http2.FlagHeadersPadded) {
 			if len(frag) < 1 || int(frag[0]) > len(frag)-1 {
@@ -134,6 +177,10 @@ func (c *schemeConn) endFrame() {
 		}
 	case http2.FrameContinuation:
 	default:
+		return
+	}
+	if c.blockFrames++; c.blockFrames > maxBlockFrames {
+		c.flood = true
 		return
 	}
 	if _, err := c.dec.Write(frag); err != nil {

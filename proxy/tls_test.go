@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -20,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/sockintents/intents"
 	"github.com/sockintents/intents/internal/testbed"
@@ -435,4 +437,99 @@ func TestSchemeLookup(t *testing.T) {
 	assert.Equal(t, "", c.scheme(req("a.example", "/")), "each request is looked up once")
 	assert.Equal(t, "http", c.scheme(req("b.example", "/")))
 	assert.Equal(t, "", c.scheme(req("b.example", "/x")), "alike but for the scheme")
+}
+
+// rawH2 is a client's HTTP/2 connection to p's TLS listener, its preface
+// and settings sent, framed by hand.
+func (p *tlsProxy) rawH2(t *testing.T) (*tls.Conn, *http2.Framer) {
+	t.Helper()
+	c, err := tls.Dial("tcp", p.tlsAddr, &tls.Config{RootCAs: p.ca.Pool, NextProtos: []string{"h2"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	_, err = io.WriteString(c, http2.ClientPreface)
+	require.NoError(t, err)
+	fr := http2.NewFramer(c, c)
+	require.NoError(t, fr.WriteSettings())
+	return c, fr
+}
+
+// getBlock is the header block of a GET for target through the proxy.
+func getBlock(target string) []byte {
+	var b bytes.Buffer
+	enc := hpack.NewEncoder(&b)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", target}, {":path", "/"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	return b.Bytes()
+}
+
+// closedBy reads frames until the proxy ends the connection: a GOAWAY or
+// the connection closed. It fails if the connection is still open at the
+// read deadline (a guard against a hang, far past the proxy's timeouts).
+func closedBy(t *testing.T, c *tls.Conn, fr *http2.Framer) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			var ne net.Error
+			assert.False(t, errors.As(err, &ne) && ne.Timeout(), "the connection stayed open: %v", err)
+			return
+		}
+		if _, ok := f.(*http2.GoAwayFrame); ok {
+			return
+		}
+	}
+}
+
+// A header block strung out over empty CONTINUATION frames, and streams
+// opened and reset at once by the thousand, close the client's
+// connection (the header timeout set far beyond the test: the flood, not
+// the timeout, closes it); a client that resets a page's worth of
+// streams is still answered on the same connection.
+func TestHTTP2FloodsAreClosed(t *testing.T) {
+	p := newTLSProxy(t, func(s *Server) { s.ReadHeaderTimeout, s.IdleTimeout = time.Hour, time.Hour })
+	t.Run("continuation", func(t *testing.T) {
+		c, fr := p.rawH2(t)
+		require.NoError(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: getBlock("127.0.0.1:1")[:1]}))
+		go func() {
+			for range 10 * maxBlockFrames {
+				if fr.WriteContinuation(1, false, nil) != nil {
+					return // closed
+				}
+			}
+		}()
+		closedBy(t, c, fr)
+	})
+	reset := func(fr *http2.Framer, streams int) {
+		block := getBlock("127.0.0.1:1")
+		for i := range streams {
+			id := uint32(2*i + 1)
+			if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block, EndStream: true, EndHeaders: true}) != nil ||
+				fr.WriteRSTStream(id, http2.ErrCodeCancel) != nil {
+				return // closed
+			}
+		}
+	}
+	t.Run("rapid reset", func(t *testing.T) {
+		c, fr := p.rawH2(t)
+		go reset(fr, 4*maxResetBurst)
+		closedBy(t, c, fr)
+	})
+	t.Run("a page's resets", func(t *testing.T) {
+		c, fr := p.rawH2(t)
+		reset(fr, 100)
+		last := uint32(2*100 + 1)
+		require.NoError(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: last, BlockFragment: getBlock("127.0.0.1:1"), EndStream: true, EndHeaders: true}))
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		for {
+			f, err := fr.ReadFrame()
+			require.NoError(t, err, "the connection ended before its last stream's answer")
+			if h, ok := f.(*http2.HeadersFrame); ok && h.StreamID == last {
+				return // answered
+			}
+			_, away := f.(*http2.GoAwayFrame)
+			require.False(t, away, "closed with a GOAWAY")
+		}
+	})
 }
