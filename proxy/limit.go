@@ -167,9 +167,13 @@ func (l *limitListener) admit(c net.Conn) (full bool) {
 	}
 	l.parked = append(l.parked, c)
 	victims := l.admitParkedLocked(time.Now())
+	shed := l.shedParkedLocked()
 	full = len(l.parked) >= l.parkMax
 	l.mu.Unlock()
 	closeAll(victims)
+	for _, c := range shed {
+		c.Close()
+	}
 	l.signal()
 	return full
 }
@@ -193,11 +197,15 @@ func (l *limitListener) dropLocked(c *limitConn) {
 
 // nextParkedLocked is the waiting client to admit next: the first of
 // those whose address holds the fewest places, so that a client is not
-// kept waiting behind another address's flood of connections.
+// kept waiting behind another address's flood of connections; -1 if
+// every waiting client's address holds its share already (see
+// mayHoldLocked).
 func (l *limitListener) nextParkedLocked() int {
-	next, fewest := 0, -1
+	next, fewest := -1, -1
 	for i, c := range l.parked {
-		if n := l.byAddr[shareOf(c.RemoteAddr().String())]; fewest < 0 || n < fewest {
+		remote := c.RemoteAddr().String()
+		n := l.byAddr[shareOf(remote)]
+		if (fewest < 0 || n < fewest) && l.mayHoldLocked(remote) {
 			next, fewest = i, n
 			if n == 0 {
 				break
@@ -207,40 +215,94 @@ func (l *limitListener) nextParkedLocked() int {
 	return next
 }
 
-// victimLocked is the connection to close for a new client: the one idle
-// longest between requests, else the oldest that has had no request for
-// the grace; nil if none may be closed now. (A connection the server has
-// not read a request from may have one waiting in its socket: the grace
-// lets a burst of clients be served in turn.)
+// mayHoldLocked reports whether a client at remote may take another
+// place: a quarter of them per address, so that one address's requests
+// hanging at an origin that never answers leave the other clients their
+// places; the programs on the proxy's own host (see ownedByHost) hold
+// every place.
+func (l *limitListener) mayHoldLocked(remote string) bool {
+	return l.byAddr[shareOf(remote)] < max(1, l.max/4) || ownedByHost(remote)
+}
+
+// shedParkedLocked closes waiting clients whose address holds its share
+// already, oldest first, while the queue is full: else they would stop
+// the accepting of every other client.
+func (l *limitListener) shedParkedLocked() (shed []net.Conn) {
+	for i := 0; i < len(l.parked) && len(l.parked) >= l.parkMax; {
+		if c := l.parked[i]; !l.mayHoldLocked(c.RemoteAddr().String()) {
+			shed = append(shed, c)
+			l.parked = slices.Delete(l.parked, i, i+1)
+			continue
+		}
+		i++
+	}
+	return shed
+}
+
+// victimLocked is the connection to close for a new client; nil if none
+// may be closed now. First the oldest that has had no request for the
+// grace and has nothing waiting in its socket (silent: a handshake never
+// started, a flood of connections that send nothing), then the one idle
+// longest between requests (a keep-alive client, which comes back), but
+// only once no new connection is still in its grace: while one is, it
+// may turn out silent, and a flood of them would else close the
+// keep-alive clients one by one. A connection the server has not read
+// from yet, on a busy machine, may hold a request unread: closing it
+// would fail a client only slow to be served. Where the socket cannot be
+// asked, a silent connection may be such a one, so the idle go first.
 func (l *limitListener) victimLocked(now time.Time) *limitConn {
-	var idle, fresh *limitConn
+	var idle *limitConn
+	var fresh []*limitConn
+	young := false
 	for c := range l.held {
 		switch {
 		case c.state == stateIdle && (idle == nil || c.since.Before(idle.since)):
 			idle = c
-		case c.state == stateNew && now.Sub(c.since) >= l.grace && (fresh == nil || c.since.Before(fresh.since)):
-			fresh = c
+		case c.state == stateNew && now.Sub(c.since) >= l.grace:
+			fresh = append(fresh, c)
+		case c.state == stateNew:
+			young = true
 		}
 	}
-	if idle != nil {
-		return idle
+	if !canTellWaiting {
+		if idle != nil {
+			return idle
+		}
+		young = false
 	}
-	return fresh
+	slices.SortFunc(fresh, func(a, b *limitConn) int { return a.since.Compare(b.since) })
+	for _, c := range fresh {
+		// A non-blocking ioctl, not a read: cheap enough under the lock.
+		if !bytesWaiting(c.Conn) {
+			return c
+		}
+	}
+	if young {
+		return nil // armLocked looks again when its grace ends
+	}
+	return idle
 }
 
 // armLocked has parked clients looked at again when the first held
-// connection without a request reaches its grace.
+// connection without a request reaches its grace, or, if every such one
+// has (their requests wait unread in their sockets), a grace from now.
 func (l *limitListener) armLocked(now time.Time) {
-	first := time.Time{}
+	wait := time.Duration(0)
 	for c := range l.held {
-		if c.state == stateNew && (first.IsZero() || c.since.Before(first)) {
-			first = c.since
+		if c.state != stateNew {
+			continue
+		}
+		w := c.since.Add(l.grace).Sub(now)
+		if w <= 0 {
+			w = l.grace
+		}
+		if wait == 0 || w < wait {
+			wait = w
 		}
 	}
-	if first.IsZero() {
+	if wait == 0 {
 		return // a place comes free only when a client closes or goes idle
 	}
-	wait := max(first.Add(l.grace).Sub(now), time.Millisecond)
 	if l.timer == nil {
 		l.timer = time.AfterFunc(wait, l.admitParked)
 	} else {
@@ -263,6 +325,10 @@ func (l *limitListener) admitParked() {
 // to close for them.
 func (l *limitListener) admitParkedLocked(now time.Time) (victims []*limitConn) {
 	for len(l.parked) > 0 && !l.closed {
+		i := l.nextParkedLocked()
+		if i < 0 {
+			break // each waits for a place of its address's share
+		}
 		if len(l.held) >= l.max {
 			v := l.victimLocked(now)
 			if v == nil {
@@ -278,7 +344,6 @@ func (l *limitListener) admitParkedLocked(now time.Time) (victims []*limitConn) 
 			default:
 			}
 		}
-		i := l.nextParkedLocked()
 		c := l.parked[i]
 		l.parked = slices.Delete(l.parked, i, i+1)
 		l.holdLocked(c)

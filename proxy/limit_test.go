@@ -196,3 +196,161 @@ func TestGuestPassesGivenBack(t *testing.T) {
 	require.NotNil(t, ll)
 	require.Eventually(t, func() bool { _, _, guests := ll.counts(); return guests == 0 }, 10*time.Second, time.Millisecond, "every pass given back")
 }
+
+// At the limit a silent connection (no request for the grace, nothing in
+// its socket) makes room before one whose request waits unread, however
+// much older that one is: a server slow to read on a busy machine does
+// not fail the clients it has yet to serve.
+func TestUnreadRequestKeepsItsPlace(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ll := newLimitListener(l, 2, nil)
+	ll.grace = 50 * time.Millisecond
+	defer ll.Close()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", l.Addr().String())
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	unread := dial()
+	_, err = io.WriteString(unread, "GET http://example.com/ HTTP/1.1\r\n\r\n")
+	require.NoError(t, err)
+	held, err := ll.Accept()
+	require.NoError(t, err)
+	defer held.Close()
+	require.Eventually(t, func() bool { return bytesWaiting(unwrapLimitConn(held).Conn) }, 10*time.Second, time.Millisecond)
+	silent := dial()
+	silentHeld, err := ll.Accept()
+	require.NoError(t, err)
+	defer silentHeld.Close()
+	dial() // the new client, waiting for a place
+	silent.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = silent.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "the silent connection made room")
+	third, err := ll.Accept()
+	require.NoError(t, err, "the new client has the silent one's place")
+	defer third.Close()
+	held.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := held.Read(make([]byte, 64))
+	assert.NoError(t, err, "the older connection, its request unread, is still open")
+	assert.Positive(t, n)
+}
+
+// A keep-alive client idle between requests keeps its place while a
+// flood of connections that send nothing comes and goes: they make room
+// for each other, and each of its requests is answered on its one
+// connection.
+func TestKeepAliveClientOutlastsSilentFlood(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer upstream.Close()
+	p := newTestProxy(t, intents.Intents{}, func(s *Server) { s.MaxClients = 2 })
+	keepAlive, err := net.Dial("tcp", p.addr)
+	require.NoError(t, err)
+	defer keepAlive.Close()
+	for i := range 3 {
+		resp, body := proxyGet(t, keepAlive, upstream.URL)
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		// Two silent connections: the second waits for a place until the
+		// first's grace ends, and takes it.
+		first, err := net.Dial("tcp", p.addr)
+		require.NoError(t, err)
+		defer first.Close()
+		second, err := net.Dial("tcp", p.addr)
+		require.NoError(t, err)
+		defer second.Close()
+		first.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err = first.Read(make([]byte, 1))
+		require.ErrorIs(t, err, io.EOF, "the silent connection made room, not the keep-alive client (round %d)", i)
+	}
+	resp, body := proxyGet(t, keepAlive, upstream.URL)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
+}
+
+// otherHosts has loopback addresses stand for other hosts' clients for
+// the test: the host's own programs hold every place, others a share.
+func otherHosts(t *testing.T) {
+	was := isHostAddr
+	isHostAddr = func(netip.Addr) bool { return false }
+	t.Cleanup(func() { isHostAddr = was })
+}
+
+// One client address holds at most a quarter of a listener's places:
+// its requests hanging at an origin that never answers leave another
+// client its place, and it is answered.
+func TestOneAddressHoldsAShareOfPlaces(t *testing.T) {
+	otherHosts(t)
+	release := make(chan struct{})
+	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hanging.Close()
+	defer close(release)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer upstream.Close()
+	const places = 8
+	p := newTestProxy(t, intents.Intents{}, func(s *Server) { s.MaxClients = places })
+	dialFrom := func(from string) net.Conn {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		c, err := d.Dial("tcp", p.addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	for range places {
+		c := dialFrom("127.0.0.2")
+		_, err := io.WriteString(c, "GET "+hanging.URL+"/ HTTP/1.1\r\nHost: "+strings.TrimPrefix(hanging.URL, "http://")+"\r\n\r\n")
+		require.NoError(t, err)
+	}
+	resp, body := proxyGet(t, dialFrom("127.0.0.3"), upstream.URL)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
+	var ll *limitListener
+	p.mu.Lock()
+	for _, l := range p.limits {
+		if l.Addr().String() == p.addr {
+			ll = l
+		}
+	}
+	p.mu.Unlock()
+	require.NotNil(t, ll)
+	held, parked, _ := ll.counts()
+	assert.Equal(t, places/4+1, held, "the hanging client's share, and the other client")
+	assert.Equal(t, places-places/4, parked, "the rest of the hanging client's connections wait")
+}
+
+// Waiting clients of an address that holds its share are closed, oldest
+// first, when the queue is full: else they would stop the accepting of
+// every other client.
+func TestFullQueueShedsAnAddressOverItsShare(t *testing.T) {
+	otherHosts(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ll := newLimitListener(l, 4, nil) // a share of one place
+	ll.grace, ll.parkMax = time.Hour, 2
+	defer ll.Close()
+	dialFrom := func(from string) net.Conn {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		c, err := d.Dial("tcp", l.Addr().String())
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	var flood []net.Conn
+	for range 4 {
+		flood = append(flood, dialFrom("127.0.0.2"))
+	}
+	first, err := ll.Accept()
+	require.NoError(t, err)
+	defer first.Close()
+	flood[1].SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = flood[1].Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "the oldest waiting over its share was closed")
+	dialFrom("127.0.0.3")
+	other, err := ll.Accept()
+	require.NoError(t, err)
+	defer other.Close()
+	assert.Equal(t, "127.0.0.3", clientOf(other.RemoteAddr().String()).String(), "another address is accepted and served")
+}

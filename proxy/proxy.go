@@ -103,10 +103,13 @@ type Server struct {
 	IdleTimeout       time.Duration
 	// MaxClients bounds the client connections served at once on each
 	// listener, counting only clients Allow admits and not those whose
-	// connection became a tunnel. At the limit a new client takes the
-	// place of the one idle longest between requests, or else of one
-	// that has sent no request for a second (a TLS handshake or SOCKS5
-	// greeting not finished); with neither, it waits. MaxTunnels bounds
+	// connection became a tunnel; one client address (an IPv6 client's
+	// /64) holds a quarter of them, the programs on the proxy's own host
+	// all. At the limit a new client takes the place of one that has sent
+	// nothing for a second (a TLS handshake or SOCKS5 greeting not
+	// finished, nothing unread in its socket), else, once no new
+	// connection is within its first second, of the one idle longest
+	// between requests; with neither, it waits. MaxTunnels bounds
 	// the tunnels open at once (more are refused: 503, or SOCKS5's
 	// general failure). Zero: the defaults above.
 	MaxClients, MaxTunnels int
