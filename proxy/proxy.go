@@ -431,8 +431,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 	if r.ProtoMajor == 1 {
 		defer resetOnAbort(ctx)
-		if c, _ := ctx.Value(clientConnKey{}).(net.Conn); ambiguousFraming(c) {
-			w.Header().Set("Connection", "close") // RFC 9112 §6.1
+		// RFC 9112 §6.1: close after a request framed both ways. Over TLS
+		// the watch cannot read what the client sent, and net/http drops
+		// the Content-Length of a chunked request: every chunked request
+		// there closes its connection (a chunked upload is rare; keeping
+		// the connection is all it costs).
+		c, _ := ctx.Value(clientConnKey{}).(net.Conn)
+		if ambiguousFraming(c) || r.TLS != nil && slices.Contains(r.TransferEncoding, "chunked") {
+			w.Header().Set("Connection", "close")
 		}
 	}
 	s.stats.request()
@@ -455,6 +461,13 @@ func resetOnAbort(ctx context.Context) {
 		c, _ := ctx.Value(clientConnKey{}).(net.Conn)
 		if tc, ok := under[*net.TCPConn](c); ok {
 			tc.SetLinger(0)
+			if _, overTLS := c.(*tls.Conn); overTLS {
+				// Closing the TLS connection would send close_notify first:
+				// an orderly end, the whole body to the client. The socket
+				// is closed under it (the TLS connection's own Close still
+				// gives back its place).
+				tc.Close()
+			}
 		}
 	}
 	panic(v)

@@ -685,13 +685,36 @@ func TestHTTP10CutBodyIsReset(t *testing.T) {
 		c.Close() // no last chunk
 	}))
 	defer upstream.Close()
-	p := newTestProxy(t, intents.Intents{}, nil)
-	c, err := net.Dial("tcp", p.addr)
+	p := newTLSProxy(t, nil)
+	for _, overTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "TLS"}[overTLS], func(t *testing.T) {
+			c := p.http1Client(t, overTLS)
+			testHTTP10CutBodyIsReset(t, c, upstream.URL)
+		})
+	}
+}
+
+// http1Client is an HTTP/1.1 client's connection to p's plain listener,
+// or to its TLS one (no close_notify from the proxy is an orderly end
+// there, so a cut must be a reset too).
+func (p *tlsProxy) http1Client(t *testing.T, overTLS bool) net.Conn {
+	t.Helper()
+	var c net.Conn
+	var err error
+	if overTLS {
+		c, err = tls.Dial("tcp", p.tlsAddr, &tls.Config{RootCAs: p.ca.Pool, NextProtos: []string{"http/1.1"}})
+	} else {
+		c, err = net.Dial("tcp", p.addr)
+	}
 	require.NoError(t, err)
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func testHTTP10CutBodyIsReset(t *testing.T, c net.Conn, upstreamURL string) {
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	up := strings.TrimPrefix(upstream.URL, "http://")
-	_, err = io.WriteString(c, "GET "+upstream.URL+"/ HTTP/1.0\r\nHost: "+up+"\r\n\r\n")
+	up := strings.TrimPrefix(upstreamURL, "http://")
+	_, err := io.WriteString(c, "GET "+upstreamURL+"/ HTTP/1.0\r\nHost: "+up+"\r\n\r\n")
 	require.NoError(t, err)
 	got, err := io.ReadAll(c)
 	assert.ErrorIs(t, err, syscall.ECONNRESET, "read %q", got)
@@ -708,14 +731,23 @@ func TestAmbiguousFramingClosesTheConnection(t *testing.T) {
 		bodies.Store(r.URL.Path, string(b))
 	}))
 	defer upstream.Close()
-	p := newTestProxy(t, intents.Intents{}, nil)
+	p := newTLSProxy(t, nil)
 	up := strings.TrimPrefix(upstream.URL, "http://")
-	c, err := net.Dial("tcp", p.addr)
-	require.NoError(t, err)
-	defer c.Close()
+	for _, overTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "TLS"}[overTLS], func(t *testing.T) {
+			bodies.Clear()
+			testAmbiguousFraming(t, p.http1Client(t, overTLS), upstream.URL, up, &bodies)
+		})
+	}
+	resp, body := p.raw(t, "POST "+upstream.URL+"/plain HTTP/1.1\r\nHost: "+up+"\r\nContent-Length: 5\r\n\r\nhello")
+	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
+	assert.False(t, resp.Close, "a request with a length alone keeps its connection")
+}
+
+func testAmbiguousFraming(t *testing.T, c net.Conn, upstreamURL, up string, bodies *sync.Map) {
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	smuggled := "GET " + upstream.URL + "/smuggled HTTP/1.1\r\nHost: " + up + "\r\n\r\n"
-	_, err = io.WriteString(c, "POST "+upstream.URL+"/first HTTP/1.1\r\nHost: "+up+"\r\nContent-Length: "+
+	smuggled := "GET " + upstreamURL + "/smuggled HTTP/1.1\r\nHost: " + up + "\r\n\r\n"
+	_, err := io.WriteString(c, "POST "+upstreamURL+"/first HTTP/1.1\r\nHost: "+up+"\r\nContent-Length: "+
 		strconv.Itoa(len("5\r\nhello\r\n0\r\n\r\n")+len(smuggled))+"\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"+smuggled)
 	require.NoError(t, err)
 	br := bufio.NewReader(c)
@@ -731,10 +763,6 @@ func TestAmbiguousFramingClosesTheConnection(t *testing.T) {
 	assert.Equal(t, "hello", got, "framed by the Transfer-Encoding")
 	_, smuggledSeen := bodies.Load("/smuggled")
 	assert.False(t, smuggledSeen, "what followed was read as a request")
-
-	resp, body := p.raw(t, "POST "+upstream.URL+"/plain HTTP/1.1\r\nHost: "+up+"\r\nContent-Length: 5\r\n\r\nhello")
-	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
-	assert.False(t, resp.Close, "a request with a length alone keeps its connection")
 }
 
 // dialerFrom dials from a, a loopback address other than 127.0.0.1: a
