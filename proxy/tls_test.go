@@ -328,26 +328,9 @@ func TestServeTLSNeedsACertificate(t *testing.T) {
 // connection until the idle timeout.
 func TestHTTP2HalfHeaderBlockIsClosed(t *testing.T) {
 	p := newTLSProxy(t, func(s *Server) { s.ReadHeaderTimeout = 200 * time.Millisecond })
-	c, err := tls.Dial("tcp", p.tlsAddr, &tls.Config{RootCAs: p.ca.Pool, NextProtos: []string{"h2"}})
-	require.NoError(t, err)
-	defer c.Close()
-	_, err = io.WriteString(c, http2.ClientPreface)
-	require.NoError(t, err)
-	fr := http2.NewFramer(c, c)
-	require.NoError(t, fr.WriteSettings())
+	c, fr := p.rawH2(t)
 	require.NoError(t, fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0x82}, EndHeaders: false}))
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	for {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			var ne net.Error
-			assert.False(t, errors.As(err, &ne) && ne.Timeout(), "the connection stayed open: %v", err)
-			return
-		}
-		if _, ok := f.(*http2.GoAwayFrame); ok {
-			return // closed with a GOAWAY
-		}
-	}
+	closedBy(t, c, fr)
 }
 
 // The PAC file names each listener by its kind: HTTPS for a TLS
